@@ -1,0 +1,66 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+
+	"github.com/spf13/cobra"
+)
+
+// Set through -ldflags by the Makefile.
+var (
+	version = "dev"
+	commit  = "unknown"
+)
+
+// exitError carries a specific process exit code, for commands whose exit
+// code is part of their contract (check: 1 unhealthy, 2 probe failed).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func exitCode(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return 1
+}
+
+var errNotImplemented = errors.New("not implemented yet")
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "nodeward",
+		Short:         "Node health and coordinated rpm-ostree updates for Kubernetes nodes",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(
+		newVersionCommand(),
+		newAgentCommand(),
+		newCoordinatorCommand(),
+		newCheckCommand(),
+		newDrainCommand(),
+		newStatusCommand(),
+	)
+	return root
+}
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version, commit and Go version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "nodeward %s (commit %s, %s %s/%s)\n",
+				version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return err
+		},
+	}
+}

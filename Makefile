@@ -5,7 +5,7 @@ SHELL := /usr/bin/env bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
-STATICCHECK_VERSION ?= 2025.1.1
+STATICCHECK_VERSION ?= v0.8.2
 GOBIN_DIR := $(shell go env GOPATH)/bin
 # The package timeout bounds a hung control plane; the slowest packages finish in minutes.
 TEST_FLAGS ?= -timeout 20m

@@ -1,0 +1,58 @@
+package v1alpha1
+
+import corev1 "k8s.io/api/core/v1"
+
+// GroupName is the API group of nodeward's own resources and the default
+// prefix of its annotations, labels and taint keys.
+const GroupName = "nodeward.io"
+
+// The agent liveness Lease: every agent renews one Lease per node so that the
+// coordinator can tell a dead agent from a healthy node.
+const (
+	// AgentLeaseNamespace holds the agents' liveness Leases.
+	AgentLeaseNamespace = "nodeward-system"
+	// AgentLeasePrefix + node name is the Lease's name.
+	AgentLeasePrefix = "nodeward-agent-"
+	// AgentLeaseDurationSeconds is how long a Lease stays valid without renewal.
+	AgentLeaseDurationSeconds = 40
+)
+
+// AgentLeaseName is the name of the liveness Lease of node.
+func AgentLeaseName(node string) string { return AgentLeasePrefix + node }
+
+// Node condition types nodeward owns for host health. They never reuse the
+// kubelet's types (MemoryPressure, DiskPressure, PIDPressure) nor
+// NetworkUnavailable, which belong to the kubelet and the CNI.
+const (
+	ConditionMemoryPressure     corev1.NodeConditionType = "NodewardMemoryPressure"
+	ConditionDiskPressure       corev1.NodeConditionType = "NodewardDiskPressure"
+	ConditionPIDPressure        corev1.NodeConditionType = "NodewardPIDPressure"
+	ConditionNetworkUnavailable corev1.NodeConditionType = "NodewardNetworkUnavailable"
+	ConditionRuntimeUnavailable corev1.NodeConditionType = "NodewardRuntimeUnavailable"
+)
+
+// HealthConditions lists nodeward's host-health condition types; True means
+// unhealthy for each of them.
+var HealthConditions = []corev1.NodeConditionType{
+	ConditionMemoryPressure,
+	ConditionDiskPressure,
+	ConditionPIDPressure,
+	ConditionNetworkUnavailable,
+	ConditionRuntimeUnavailable,
+}
+
+// Update-lifecycle condition types on the Node, set by the drain and the agent.
+const (
+	// ConditionDrainable is False while any pre-drain hook holds the drain.
+	ConditionDrainable corev1.NodeConditionType = "Drainable"
+	// ConditionDrained is False while a drain is blocked or failed.
+	ConditionDrained corev1.NodeConditionType = "Drained"
+	// ConditionRebootable is False while any pre-reboot hook holds the reboot.
+	ConditionRebootable corev1.NodeConditionType = "Rebootable"
+)
+
+// Lifecycle hook annotation prefixes: "<prefix><name>: <owner>" on a Node.
+const (
+	PreDrainHookPrefix  = "pre-drain.hook.nodeward.io/"
+	PreRebootHookPrefix = "pre-reboot.hook.nodeward.io/"
+)

@@ -33,12 +33,14 @@ const (
 
 // HealthConditions lists nodeward's host-health condition types; True means
 // unhealthy for each of them.
-var HealthConditions = []corev1.NodeConditionType{
-	ConditionMemoryPressure,
-	ConditionDiskPressure,
-	ConditionPIDPressure,
-	ConditionNetworkUnavailable,
-	ConditionRuntimeUnavailable,
+func HealthConditions() []corev1.NodeConditionType {
+	return []corev1.NodeConditionType{
+		ConditionMemoryPressure,
+		ConditionDiskPressure,
+		ConditionPIDPressure,
+		ConditionNetworkUnavailable,
+		ConditionRuntimeUnavailable,
+	}
 }
 
 // Update-lifecycle condition types on the Node, set by the drain and the agent.

@@ -1,0 +1,117 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// process is one control-plane component, run in its own process group and
+// killed by the kernel if the test binary dies (Pdeathsig), so that no
+// component outlives a test run even after a panic or a timeout.
+type process struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+	waitErr error
+}
+
+func startProcess(name, binary, logDir string, args ...string) (*process, error) {
+	logPath := filepath.Join(logDir, name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("create log for %s: %w", name, err)
+	}
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	go func() {
+		p.waitErr = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// exited reports whether the process has ended, with its error.
+func (p *process) exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, fmt.Errorf("%s exited: %v (log: %s)", p.name, p.waitErr, p.logPath)
+	default:
+		return false, nil
+	}
+}
+
+// stop sends SIGTERM to the process group and waits; after grace it kills
+// the group and waits again.
+func (p *process) stop(grace time.Duration) {
+	pgid := p.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return
+	case <-time.After(grace):
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	<-p.done
+}
+
+// freePorts reserves n distinct loopback ports. The listeners are closed just
+// before the components bind them; the window is small and ports are picked
+// by the kernel, so collisions are rare.
+func freePorts(n int) ([]int, error) {
+	listeners := make([]net.Listener, 0, n)
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("reserve port: %w", err)
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// poll calls check until it reports done, fails, or ctx ends; each process in
+// watch is checked too so that a crashed component fails fast with its log.
+func poll(ctx context.Context, what string, interval time.Duration, watch []*process, check func(context.Context) (bool, error)) error {
+	var last error
+	for {
+		for _, p := range watch {
+			if gone, err := p.exited(); gone {
+				return fmt.Errorf("waiting for %s: %w", what, err)
+			}
+		}
+		ok, err := check(ctx)
+		if ok {
+			return nil
+		}
+		if err != nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w (last error: %v)", what, ctx.Err(), last)
+		case <-time.After(interval):
+		}
+	}
+}

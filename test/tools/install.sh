@@ -66,9 +66,13 @@ copy_stages() {
 		(cd "$(mktemp -d)" && go mod download "sigs.k8s.io/kwok@$KWOK_VERSION")
 	fi
 	mkdir -p "$dir/stages"
-	cp "$mod/kustomize/stage/node/fast/node-initialize.yaml" \
-		"$mod/kustomize/stage/node/heartbeat-with-lease/"*.yaml \
-		"$mod"/kustomize/stage/pod/general/*.yaml "$dir/stages/"
+	local stage
+	for stage in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease \
+		pod/general/pod-create pod/general/pod-init-container-running \
+		pod/general/pod-init-container-completed pod/general/pod-ready \
+		pod/general/pod-complete pod/general/pod-delete; do
+		cp "$mod/kustomize/stage/$stage.yaml" "$dir/stages/"
+	done
 	chmod u+w "$dir"/stages/*.yaml
 	touch "$dir/stages/.complete"
 	log "kwok stages: copied $(ls "$dir/stages" | wc -l) files"

@@ -13,7 +13,7 @@ import (
 )
 
 func main() {
-	_ = logs.GlogSetter(cmd.GetLogVerbosity(os.Args))
+	_, _ = logs.GlogSetter(cmd.GetLogVerbosity(os.Args))
 	if err := cli.RunNoErrOutput(cmd.NewDefaultKubectlCommand()); err != nil {
 		util.CheckErr(err)
 	}

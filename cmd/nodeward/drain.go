@@ -8,6 +8,11 @@ func newDrainCommand() *cobra.Command {
 		Use:   "drain",
 		Short: "Cordon and drain a node, PDB-aware and ordered",
 		RunE: func(*cobra.Command, []string) error {
+			// Credentials are checked first so that a misconfigured
+			// install fails with the reason, not with the stub's message.
+			if _, err := kube.clientset(); err != nil {
+				return err
+			}
 			return errNotImplemented
 		},
 	}

@@ -8,6 +8,11 @@ func newStatusCommand() *cobra.Command {
 		Use:   "status",
 		Short: "Show update pools and the progress of their nodes",
 		RunE: func(*cobra.Command, []string) error {
+			// Credentials are checked first so that a misconfigured
+			// install fails with the reason, not with the stub's message.
+			if _, err := kube.clientset(); err != nil {
+				return err
+			}
 			return errNotImplemented
 		},
 	}

@@ -1,0 +1,242 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// world is a plain fake of everything the update machine touches: the OS,
+// the reboot, the drain, the node and the coordinator's annotations. It
+// enforces the invariants the machine must keep and records violations.
+type world struct {
+	mu sync.Mutex
+	t  *testing.T
+
+	// OS
+	booted, staged, finalized string
+	previous                  string // what a rollback boots
+	bootID                    int
+	rolledBack                bool
+	stageErr                  error
+	reboots                   int // reboot requests in the current boot
+	totalReboots              int // reboots: boots in which a reboot was asked for
+
+	// node
+	node            *corev1.Node
+	cordonedByUs    bool
+	drainErr        error
+	drained         bool
+	uncordonedByUs  int
+	wasEverDrained  bool
+	rebootUndrained bool
+
+	// protocol
+	desired  Desired
+	reported []Step
+	now      time.Time
+}
+
+func newWorld(t *testing.T, booted string) *world {
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
+		}},
+	}
+	return &world{t: t, booted: booted, previous: booted, node: node, now: time.Unix(1_700_000_000, 0)}
+}
+
+// OSUpdater
+func (w *world) Booted(context.Context) (string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.booted, nil
+}
+func (w *world) Stage(_ context.Context, target string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stageErr != nil {
+		return w.stageErr
+	}
+	w.staged, w.finalized = target, ""
+	return nil
+}
+func (w *world) Finalize(_ context.Context, target string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.staged != target {
+		return fmt.Errorf("finalize %s: staged is %q", target, w.staged)
+	}
+	w.finalized = target
+	return nil
+}
+func (w *world) Rollback(context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.rolledBack, w.finalized = true, ""
+	return nil
+}
+
+// Rebooter
+func (w *world) Reboot(context.Context, string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.drained {
+		w.rebootUndrained = true
+	}
+	// Asking again in the same boot is the same reboot (logind is
+	// already shutting down); only a request in a new boot is another one.
+	if w.reboots == 0 {
+		w.totalReboots++
+	}
+	w.reboots++
+	return nil
+}
+
+func (w *world) BootID() (string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return fmt.Sprintf("boot-%d", w.bootID), nil
+}
+
+// boot simulates the machine coming back after a reboot was asked for.
+// bad makes the new deployment fail to boot (the old one comes back).
+func (w *world) boot(bad bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.reboots == 0 {
+		w.t.Fatalf("boot without a reboot request")
+	}
+	w.reboots = 0
+	w.bootID++
+	switch {
+	case w.rolledBack:
+		w.booted = w.previous
+		w.rolledBack = false
+	case w.finalized != "" && !bad:
+		w.previous, w.booted = w.booted, w.finalized
+		w.staged, w.finalized = "", ""
+	}
+}
+
+// Drainer
+func (w *world) Cordon(context.Context) (bool, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.node.Spec.Unschedulable && !w.cordonedByUs {
+		return false, nil
+	}
+	w.node.Spec.Unschedulable, w.cordonedByUs = true, true
+	return true, nil
+}
+func (w *world) Drain(context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.node.Spec.Unschedulable {
+		w.t.Errorf("drain of a schedulable node")
+	}
+	if w.drainErr != nil {
+		return w.drainErr
+	}
+	w.drained, w.wasEverDrained = true, true
+	return nil
+}
+func (w *world) Uncordon(context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cordonedByUs {
+		w.node.Spec.Unschedulable, w.cordonedByUs = false, false
+		w.uncordonedByUs++
+	}
+	w.drained = false
+	return nil
+}
+
+// NodeSource
+func (w *world) Node(context.Context) (*corev1.Node, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.node.DeepCopy(), nil
+}
+
+// Protocol
+func (w *world) Desired(*corev1.Node) (Desired, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.desired, nil
+}
+func (w *world) Report(_ context.Context, st State) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n := len(w.reported); n == 0 || w.reported[n-1] != st.Step {
+		w.reported = append(w.reported, st.Step)
+	}
+	return nil
+}
+
+func (w *world) set(f func(w *world)) { w.mu.Lock(); defer w.mu.Unlock(); f(w) }
+
+func (w *world) clock() time.Time { w.mu.Lock(); defer w.mu.Unlock(); return w.now }
+
+func (w *world) advance(d time.Duration) { w.set(func(w *world) { w.now = w.now.Add(d) }) }
+
+// machine builds an update machine on w with its state in dir, as a fresh
+// agent process would after a (re)start.
+func (w *world) machine(dir string) *UpdateMachine {
+	w.t.Helper()
+	m, err := NewUpdateMachine(UpdateConfig{
+		Store: StateStore{Path: filepath.Join(dir, "update-state.json")},
+		Node:  w, Protocol: w, OS: w, Reboot: w, BootID: w.BootID, Drain: w,
+		Log:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now:          w.clock,
+		DrainTimeout: time.Minute, HealthTimeout: time.Minute, RebootRetry: time.Hour,
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return m
+}
+
+// settle advances m until it waits, failing after too many steps.
+func settle(t *testing.T, m *UpdateMachine) Step {
+	t.Helper()
+	for range 50 {
+		progressed, err := m.Advance(context.Background())
+		if err != nil {
+			t.Fatalf("step %s: %v", m.State().Step, err)
+		}
+		if !progressed {
+			return m.State().Step
+		}
+	}
+	t.Fatalf("machine does not settle; at %s", m.State().Step)
+	return ""
+}
+
+// runUntil advances m until it enters step want, failing when it waits
+// somewhere else first.
+func runUntil(t *testing.T, m *UpdateMachine, want Step) {
+	t.Helper()
+	for range 50 {
+		if m.State().Step == want {
+			return
+		}
+		progressed, err := m.Advance(context.Background())
+		if err != nil {
+			t.Fatalf("step %s: %v", m.State().Step, err)
+		}
+		if !progressed && m.State().Step != want {
+			t.Fatalf("machine waits in %s before reaching %s", m.State().Step, want)
+		}
+	}
+	t.Fatalf("machine never reached %s", want)
+}

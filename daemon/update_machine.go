@@ -1,0 +1,250 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// UpdateConfig wires the update machine. Store, Node, Protocol, OS, Reboot,
+// BootID and Drain are required; the rest have defaults.
+type UpdateConfig struct {
+	Store    StateStore
+	Node     NodeSource
+	Protocol Protocol
+	OS       OSUpdater
+	Reboot   Rebooter
+	BootID   BootIDFunc
+	Drain    Drainer
+
+	// Health decides when a rebooted node is back; DefaultHealthCheck
+	// (node Ready, nodeward's health conditions clear) when nil.
+	Health HealthCheck
+	Events EventSink
+	Status StatusSink
+	// Metrics receives step changes; nil records nothing.
+	Metrics *UpdateMetrics
+	Log     *slog.Logger
+
+	// Wake is signalled when the node changed; the machine also polls
+	// every PollInterval (default 5 s) while it waits.
+	Wake         <-chan struct{}
+	PollInterval time.Duration
+	// DrainTimeout bounds a blocked drain before the slot is yielded (if
+	// the pool asks for that); default 10 min.
+	DrainTimeout time.Duration
+	// DrainAttempt bounds one drain attempt; default 2 min.
+	DrainAttempt time.Duration
+	// HealthTimeout bounds WaitingHealthy before Degraded; default 10 min.
+	HealthTimeout time.Duration
+	// RebootRetry is how long to wait for the machine to go down before
+	// asking again; default 5 min.
+	RebootRetry time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// UpdateMachine runs the persisted update lifecycle of one node.
+type UpdateMachine struct {
+	cfg   UpdateConfig
+	state State
+	// saved is the last state written to the file and reported; a step
+	// whose state differs is persisted before the machine acts again.
+	saved    State
+	reported bool
+	loaded   bool
+	// rebootAsked is when this process last asked for a reboot; never
+	// persisted, so a restarted agent asks again only if the boot ID
+	// proves the machine did not reboot.
+	rebootAsked time.Time
+	synced      chan struct{}
+}
+
+// NewUpdateMachine checks cfg and fills in defaults.
+func NewUpdateMachine(cfg UpdateConfig) (*UpdateMachine, error) {
+	switch {
+	case cfg.Store.Path == "":
+		return nil, errors.New("update machine: Store.Path is empty")
+	case cfg.Node == nil, cfg.Protocol == nil, cfg.OS == nil, cfg.Reboot == nil, cfg.BootID == nil, cfg.Drain == nil:
+		return nil, errors.New("update machine: Node, Protocol, OS, Reboot, BootID and Drain are required")
+	}
+	if cfg.Health == nil {
+		cfg.Health = DefaultHealthCheck
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	defaults := []struct {
+		d   *time.Duration
+		def time.Duration
+	}{
+		{&cfg.PollInterval, 5 * time.Second}, {&cfg.DrainTimeout, 10 * time.Minute},
+		{&cfg.DrainAttempt, 2 * time.Minute}, {&cfg.HealthTimeout, 10 * time.Minute},
+		{&cfg.RebootRetry, 5 * time.Minute},
+	}
+	for _, d := range defaults {
+		if *d.d <= 0 {
+			*d.d = d.def
+		}
+	}
+	return &UpdateMachine{cfg: cfg, synced: make(chan struct{})}, nil
+}
+
+// State returns the current state (for status and tests).
+func (m *UpdateMachine) State() State { return m.state }
+
+// Synced is closed once the machine has loaded its state, reported it and
+// run its first step: the agent is ready from then on.
+func (m *UpdateMachine) Synced() <-chan struct{} { return m.synced }
+
+// Run drives the machine until ctx ends. Errors of one step are logged and
+// the step is retried after the poll interval.
+func (m *UpdateMachine) Run(ctx context.Context) error {
+	for {
+		progressed, err := m.Advance(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			m.cfg.Log.Warn("update step failed; retrying", "step", m.state.Step, "err", err)
+		}
+		if progressed && err == nil {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-m.cfg.Wake:
+		case <-time.After(m.cfg.PollInterval):
+		}
+	}
+}
+
+// Advance runs the current step once. It returns true when the step moved
+// the machine to another step, false when it waits. The new state is
+// persisted (state file, then node annotations) before Advance returns, so
+// the next step acts only once its name is on disk.
+func (m *UpdateMachine) Advance(ctx context.Context) (progressed bool, err error) {
+	if !m.loaded {
+		st, err := m.cfg.Store.Load()
+		if err != nil {
+			return false, err
+		}
+		if st.StepSince.IsZero() {
+			st.StepSince = m.cfg.Now()
+		}
+		m.state, m.saved, m.loaded = st, st, true
+		m.cfg.Log.Info("update state loaded", "step", st.Step, "target", st.Target)
+	}
+	if !m.reported {
+		// After a restart the annotations may lag the file (a crash
+		// between the two writes): report before acting.
+		if err := m.cfg.Protocol.Report(ctx, m.state); err != nil {
+			return false, fmt.Errorf("report update state: %w", err)
+		}
+		m.reported = true
+		m.publish(nil, m.state.Step)
+	}
+	node, err := m.cfg.Node.Node(ctx)
+	if err != nil {
+		return false, fmt.Errorf("get node: %w", err)
+	}
+	desired, err := m.cfg.Protocol.Desired(node)
+	if err != nil {
+		return false, fmt.Errorf("read the coordinator's wishes: %w", err)
+	}
+	from := m.state.Step
+	next, stepErr := m.run(ctx, node, desired)
+	if next != from {
+		m.enter(next)
+	}
+	if err := m.persist(ctx); err != nil {
+		return false, err
+	}
+	if next != from {
+		m.announce(node, from, next)
+	}
+	m.markSynced()
+	return next != from, stepErr
+}
+
+func (m *UpdateMachine) markSynced() {
+	select {
+	case <-m.synced:
+	default:
+		close(m.synced)
+	}
+}
+
+// enter switches to step next, keeping the per-update fields.
+func (m *UpdateMachine) enter(next Step) {
+	now := m.cfg.Now()
+	if m.cfg.Metrics != nil {
+		m.cfg.Metrics.stepDone(m.state.Step, now.Sub(m.state.StepSince))
+	}
+	if next.Unavailable() && m.state.UnavailableSince.IsZero() {
+		m.state.UnavailableSince = now
+	}
+	m.state.Step, m.state.StepSince = next, now
+}
+
+// persist writes the state file and then the annotations when the state
+// changed since the last write.
+func (m *UpdateMachine) persist(ctx context.Context) error {
+	if m.state == m.saved {
+		return nil
+	}
+	if err := m.cfg.Store.Save(m.state); err != nil {
+		return err
+	}
+	m.saved = m.state
+	if err := m.cfg.Protocol.Report(ctx, m.state); err != nil {
+		m.reported = false
+		return fmt.Errorf("report update state: %w", err)
+	}
+	return nil
+}
+
+func (m *UpdateMachine) announce(node *corev1.Node, from, to Step) {
+	st := m.state
+	m.cfg.Log.Info("update step", "from", from, "to", to, "target", st.Target, "reason", st.Reason)
+	if m.cfg.Events != nil {
+		warning := to == StepDegraded || to == StepRolledBack || to == StepRollingBack || to == StepYielding
+		msg := fmt.Sprintf("update to %s: %s → %s", orNone(st.Target), from, to)
+		if st.Reason != "" && (warning || to == StepYielded) {
+			msg += ": " + st.Reason
+		}
+		m.cfg.Events.Event(node, warning, "Update"+string(to), msg)
+	}
+	m.publish(node, to)
+}
+
+func (m *UpdateMachine) publish(_ *corev1.Node, step Step) {
+	if m.cfg.Metrics != nil {
+		m.cfg.Metrics.setStep(step)
+	}
+	if m.cfg.Status != nil {
+		line := "update: " + string(step)
+		if m.state.Target != "" {
+			line += " (target " + m.state.Target + ")"
+		}
+		if m.state.Reason != "" && (step == StepDegraded || step == StepYielded || step == StepRolledBack) {
+			line += ": " + m.state.Reason
+		}
+		m.cfg.Status.Status(line)
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}

@@ -1,0 +1,76 @@
+package daemon
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// UpdateMetrics are the update lifecycle's Prometheus metrics.
+type UpdateMetrics struct {
+	step             *prometheus.GaugeVec
+	stepDuration     *prometheus.HistogramVec
+	unavailableTime  prometheus.Histogram
+	grants           prometheus.Counter
+	stagedBeforeSlot prometheus.Counter
+}
+
+// NewUpdateMetrics creates the metrics and registers them with reg.
+func NewUpdateMetrics(reg prometheus.Registerer) (*UpdateMetrics, error) {
+	m := &UpdateMetrics{
+		step: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nodeward_update_step",
+			Help: "1 for the update step this node is in, 0 for the others.",
+		}, []string{"step"}),
+		stepDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "nodeward_update_step_duration_seconds",
+			Help:    "Time spent in each update step.",
+			Buckets: prometheus.ExponentialBuckets(0.1, 3, 12),
+		}, []string{"step"}),
+		unavailableTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "nodeward_update_unavailable_seconds",
+			Help:    "Seconds from cordon to uncordon, per completed update.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
+		}),
+		grants: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodeward_update_grants_total",
+			Help: "Slots granted to this node.",
+		}),
+		stagedBeforeSlot: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodeward_update_staged_before_slot_total",
+			Help: "Grants that found the target already staged; divide by nodeward_update_grants_total for the staged-before-slot ratio.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.step, m.stepDuration, m.unavailableTime, m.grants, m.stagedBeforeSlot} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range AllSteps() {
+		m.step.WithLabelValues(string(s)).Set(0)
+	}
+	return m, nil
+}
+
+func (m *UpdateMetrics) setStep(current Step) {
+	for _, s := range AllSteps() {
+		v := 0.0
+		if s == current {
+			v = 1
+		}
+		m.step.WithLabelValues(string(s)).Set(v)
+	}
+}
+
+func (m *UpdateMetrics) stepDone(s Step, d time.Duration) {
+	m.stepDuration.WithLabelValues(string(s)).Observe(d.Seconds())
+}
+
+func (m *UpdateMetrics) unavailable(d time.Duration) { m.unavailableTime.Observe(d.Seconds()) }
+
+func (m *UpdateMetrics) granted(stagedBefore bool) {
+	m.grants.Inc()
+	if stagedBefore {
+		m.stagedBeforeSlot.Inc()
+	}
+}

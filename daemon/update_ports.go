@@ -1,0 +1,102 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// The update machine talks to the world only through the small interfaces
+// below, so that it can be tested with plain fakes and wired to the real
+// drain, osupdate, systemd and protocol packages by thin adapters.
+
+// OSUpdater is the rpm-ostree edge. Targets are opaque strings (an image
+// reference or a version) compared for equality.
+type OSUpdater interface {
+	// Booted returns the target the running system booted.
+	Booted(ctx context.Context) (string, error)
+	// Stage downloads target and stages it with finalization locked, so
+	// that no reboot can boot it by accident. Staging an already staged
+	// target does nothing.
+	Stage(ctx context.Context, target string) error
+	// Finalize unlocks the staged deployment of target so that the next
+	// boot uses it. It does not reboot. Finalizing twice does nothing.
+	Finalize(ctx context.Context, target string) error
+	// Rollback makes the previous deployment the default for the next
+	// boot. It does not reboot.
+	Rollback(ctx context.Context) error
+}
+
+// Rebooter restarts the machine. Reboot may return before the machine goes
+// down; the agent waits for its own death.
+type Rebooter interface {
+	Reboot(ctx context.Context, reason string) error
+}
+
+// BootIDFunc returns the kernel boot ID (/proc/sys/kernel/random/boot_id),
+// which changes at every boot.
+type BootIDFunc func() (string, error)
+
+// Drainer cordons and drains this node.
+type Drainer interface {
+	// Cordon marks the node unschedulable and records on the node that
+	// nodeward did it. When someone else had already cordoned the node it
+	// changes nothing and returns false. When nodeward's own record is
+	// there (a cordon before a crash) it returns true.
+	Cordon(ctx context.Context) (byNodeward bool, err error)
+	// Drain evicts the node's pods, honouring PDBs. It returns nil once
+	// the node is drained and an error wrapping ErrDrainBlocked when a
+	// PDB or a failing eviction keeps pods on the node.
+	Drain(ctx context.Context) error
+	// Uncordon makes the node schedulable again, only if nodeward's record
+	// of its own cordon is present, and removes that record.
+	Uncordon(ctx context.Context) error
+}
+
+// ErrDrainBlocked marks a drain that cannot finish for now.
+var ErrDrainBlocked = errors.New("drain blocked")
+
+// NodeSource gives the latest known state of this node (from a watch).
+type NodeSource interface {
+	Node(ctx context.Context) (*corev1.Node, error)
+}
+
+// Desired is what the coordinator asks of this node, read from the node.
+type Desired struct {
+	// Target is the OS target of the node's pool; empty when none.
+	Target string
+	// Grant is non-empty while the coordinator grants this node a slot;
+	// its value identifies the grant.
+	Grant string
+	// YieldOnDrainTimeout gives the slot back when a drain stays blocked
+	// past DrainTimeout; otherwise the agent keeps retrying.
+	YieldOnDrainTimeout bool
+	// DrainTimeout overrides the agent's drain timeout when non-zero.
+	DrainTimeout time.Duration
+}
+
+// Protocol is the node annotation protocol with the coordinator (nodeward's
+// own or the MCO).
+type Protocol interface {
+	// Desired reads what the coordinator asks of node.
+	Desired(node *corev1.Node) (Desired, error)
+	// Report publishes the agent's state on the node. It must be
+	// idempotent: the same state may be reported again after a crash.
+	Report(ctx context.Context, st State) error
+}
+
+// HealthCheck tells whether the node is back to serving after the reboot.
+// It returns a reason when it is not.
+type HealthCheck func(ctx context.Context, node *corev1.Node) (ok bool, reason string, err error)
+
+// EventSink records an event on the node for a step.
+type EventSink interface {
+	Event(node *corev1.Node, warning bool, reason, message string)
+}
+
+// StatusSink receives a one-line status (systemd STATUS=).
+type StatusSink interface {
+	Status(line string)
+}

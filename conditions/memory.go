@@ -1,0 +1,113 @@
+package conditions
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/prometheus/procfs"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+)
+
+// MemoryProbe compares MemAvailable and memory PSI with thresholds. A PSI
+// trigger, where the kernel accepts one, wakes it at once.
+type MemoryProbe struct {
+	cfg      MemoryConfig
+	procRoot string
+	metrics  *Metrics
+}
+
+// NewMemoryProbe reads /proc under procRoot.
+func NewMemoryProbe(cfg MemoryConfig, procRoot string, m *Metrics) *MemoryProbe {
+	return &MemoryProbe{cfg: cfg, procRoot: procRoot, metrics: m}
+}
+
+func (p *MemoryProbe) Interval() time.Duration          { return p.cfg.PollInterval.Duration }
+func (p *MemoryProbe) Name() string                        { return "memory" }
+func (p *MemoryProbe) Condition() corev1.NodeConditionType { return v1alpha1.ConditionMemoryPressure }
+
+// Notify registers the PSI trigger; see psiTrigger.watch.
+func (p *MemoryProbe) Notify(ctx context.Context, wake chan<- struct{}) error {
+	if p.cfg.Trigger == "" {
+		return fmt.Errorf("no PSI trigger configured")
+	}
+	err := psiTrigger{path: pressurePath(p.procRoot, "memory"), trigger: p.cfg.Trigger}.watch(ctx, wake)
+	return err
+}
+
+// Sample reads meminfo and, when present, memory PSI. Without meminfo the
+// result is Unknown; without PSI only MemAvailable decides.
+func (p *MemoryProbe) Sample(context.Context) Signal {
+	s := Signal{Condition: p.Condition(), At: time.Now()}
+	fs, err := procfs.NewFS(p.procRoot)
+	if err != nil {
+		return p.unknown(s, "ProcUnreadable", fmt.Errorf("open %s: %w", p.procRoot, err))
+	}
+	mi, err := fs.Meminfo()
+	if err != nil || mi.MemTotalBytes == nil || mi.MemAvailableBytes == nil {
+		if err == nil {
+			err = fmt.Errorf("MemTotal or MemAvailable missing")
+		}
+		return p.unknown(s, "MeminfoUnreadable", fmt.Errorf("read meminfo: %w", err))
+	}
+	total, avail := *mi.MemTotalBytes, *mi.MemAvailableBytes
+	p.metrics.setGauge(p.metrics.memTotal, float64(total))
+	p.metrics.setGauge(p.metrics.memAvailable, float64(avail))
+	var problems []string
+	if p.cfg.MinAvailableBytes > 0 && avail < p.cfg.MinAvailableBytes {
+		problems = append(problems, fmt.Sprintf("MemAvailable %d bytes below %d", avail, p.cfg.MinAvailableBytes))
+	}
+	availPct := 100 * float64(avail) / float64(max(total, 1))
+	if p.cfg.MinAvailablePercent > 0 && availPct < p.cfg.MinAvailablePercent {
+		problems = append(problems, fmt.Sprintf("MemAvailable %.1f%% below %.1f%%", availPct, p.cfg.MinAvailablePercent))
+	}
+	summary := fmt.Sprintf("MemAvailable %d of %d bytes (%.1f%%)", avail, total, availPct)
+	psi, psiErr := fs.PSIStatsForResource("memory")
+	if psiErr == nil {
+		p.recordPSI(psi)
+		if psi.Some != nil {
+			summary += fmt.Sprintf(", PSI some avg10 %.2f%%", psi.Some.Avg10)
+			if p.cfg.PSISomeAvg10Percent > 0 && psi.Some.Avg10 > p.cfg.PSISomeAvg10Percent {
+				problems = append(problems, fmt.Sprintf("PSI some avg10 %.2f%% above %.2f%%", psi.Some.Avg10, p.cfg.PSISomeAvg10Percent))
+			}
+		}
+		if psi.Full != nil {
+			summary += fmt.Sprintf(", full avg10 %.2f%%", psi.Full.Avg10)
+			if p.cfg.PSIFullAvg10Percent > 0 && psi.Full.Avg10 > p.cfg.PSIFullAvg10Percent {
+				problems = append(problems, fmt.Sprintf("PSI full avg10 %.2f%% above %.2f%%", psi.Full.Avg10, p.cfg.PSIFullAvg10Percent))
+			}
+		}
+	} else {
+		summary += ", PSI unavailable"
+	}
+	if len(problems) > 0 {
+		s.Health, s.Reason, s.Message = Unhealthy, "MemoryPressure", strings.Join(problems, "; ")
+		return s
+	}
+	s.Health, s.Reason, s.Message = Healthy, "MemoryAvailable", summary
+	return s
+}
+
+func (p *MemoryProbe) recordPSI(psi procfs.PSIStats) {
+	if p.metrics == nil {
+		return
+	}
+	for kind, line := range map[string]*procfs.PSILine{"some": psi.Some, "full": psi.Full} {
+		if line == nil {
+			continue
+		}
+		p.metrics.psiAverage.WithLabelValues(kind, "10s").Set(line.Avg10 / 100)
+		p.metrics.psiAverage.WithLabelValues(kind, "60s").Set(line.Avg60 / 100)
+		p.metrics.psiAverage.WithLabelValues(kind, "300s").Set(line.Avg300 / 100)
+		p.metrics.psiStalled.set(kind, float64(line.Total)/1e6)
+	}
+}
+
+func (p *MemoryProbe) unknown(s Signal, reason string, err error) Signal {
+	p.metrics.ProbeError(p.Name())
+	s.Health, s.Reason, s.Message = Unknown, reason, err.Error()
+	return s
+}

@@ -1,0 +1,110 @@
+package conditions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// ValidatePSITrigger checks "some|full <stall µs> <window µs>" with the
+// kernel's bounds: a window of 500 ms to 10 s and a stall within it.
+func ValidatePSITrigger(trigger string) error {
+	fields := strings.Fields(trigger)
+	if len(fields) != 3 || (fields[0] != "some" && fields[0] != "full") {
+		return errors.New(`want "some|full <stall µs> <window µs>"`)
+	}
+	stall, err1 := strconv.ParseUint(fields[1], 10, 32)
+	window, err2 := strconv.ParseUint(fields[2], 10, 32)
+	if err1 != nil || err2 != nil {
+		return errors.New("stall and window must be whole microseconds")
+	}
+	if window < 500_000 || window > 10_000_000 {
+		return errors.New("window must be between 500000 and 10000000 µs")
+	}
+	if stall == 0 || stall > window {
+		return errors.New("stall must be positive and at most the window")
+	}
+	return nil
+}
+
+// psiTrigger wakes its caller each time the kernel signals that trigger's
+// stall threshold was crossed in /proc/pressure/memory under procRoot.
+type psiTrigger struct {
+	path    string
+	trigger string
+}
+
+// watch registers the trigger and blocks until ctx ends. It returns at once
+// with the reason when triggers are unavailable: no PSI, a fixture instead
+// of procfs, or a window the kernel refuses (unprivileged processes may only
+// use windows that are multiples of 2 s).
+func (p psiTrigger) watch(ctx context.Context, wake chan<- struct{}) error {
+	fd, err := unix.Open(p.path, unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s for a PSI trigger: %w", p.path, err)
+	}
+	defer unix.Close(fd)
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil {
+		return fmt.Errorf("statfs %s: %w", p.path, err)
+	}
+	if fs.Type != unix.PROC_SUPER_MAGIC {
+		return fmt.Errorf("%s is not on procfs; PSI triggers need the kernel's file", p.path)
+	}
+	if _, err := unix.Write(fd, append([]byte(p.trigger), 0)); err != nil {
+		if errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("write PSI trigger %q: %w (unprivileged windows must be multiples of 2 s)", p.trigger, err)
+		}
+		return fmt.Errorf("write PSI trigger %q: %w", p.trigger, err)
+	}
+	// A pipe lets ctx interrupt poll without a timeout loop.
+	var pipe [2]int
+	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		return fmt.Errorf("create pipe: %w", err)
+	}
+	written := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		unix.Write(pipe[1], []byte{0})
+		close(written)
+	})
+	defer func() {
+		if !stop() {
+			<-written // never close the pipe under a running write
+		}
+		unix.Close(pipe[0])
+		unix.Close(pipe[1])
+	}()
+	for {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLPRI}, {Fd: int32(pipe[0]), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, -1); err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return fmt.Errorf("poll PSI trigger: %w", err)
+		}
+		if fds[1].Revents != 0 || ctx.Err() != nil {
+			return nil
+		}
+		if fds[0].Revents&unix.POLLERR != 0 {
+			return fmt.Errorf("PSI trigger on %s reported an error (the file went away?)", p.path)
+		}
+		if fds[0].Revents&unix.POLLPRI != 0 {
+			wakeUp(wake)
+		}
+	}
+}
+
+func pressurePath(procRoot, resource string) string {
+	return filepath.Join(procRoot, "pressure", resource)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}

@@ -22,9 +22,9 @@ type DiskProbe struct {
 }
 
 // NewDiskProbe measures cfg.Paths.
-func NewDiskProbe(cfg DiskConfig, m *Metrics) *DiskProbe { return &DiskProbe{cfg: cfg, metrics: m} }
+func NewDiskProbe(cfg DiskConfig, m *Metrics) *DiskProbe { return &DiskProbe{cfg: cfg, metrics: orDiscard(m)} }
 
-func (p *DiskProbe) Interval() time.Duration          { return p.cfg.PollInterval.Duration }
+func (p *DiskProbe) Interval() time.Duration             { return p.cfg.PollInterval.Duration }
 func (p *DiskProbe) Name() string                        { return "disk" }
 func (p *DiskProbe) Condition() corev1.NodeConditionType { return v1alpha1.ConditionDiskPressure }
 

@@ -28,9 +28,9 @@ type Hysteresis struct {
 	badSamples  int
 	quietPeriod time.Duration
 
-	cond       Condition
-	consecBad  int
-	lastBad    time.Time
+	cond      Condition
+	consecBad int
+	lastBad   time.Time
 }
 
 // NewHysteresis starts in Unknown: nothing has been measured yet.

@@ -22,10 +22,10 @@ type MemoryProbe struct {
 
 // NewMemoryProbe reads /proc under procRoot.
 func NewMemoryProbe(cfg MemoryConfig, procRoot string, m *Metrics) *MemoryProbe {
-	return &MemoryProbe{cfg: cfg, procRoot: procRoot, metrics: m}
+	return &MemoryProbe{cfg: cfg, procRoot: procRoot, metrics: orDiscard(m)}
 }
 
-func (p *MemoryProbe) Interval() time.Duration          { return p.cfg.PollInterval.Duration }
+func (p *MemoryProbe) Interval() time.Duration             { return p.cfg.PollInterval.Duration }
 func (p *MemoryProbe) Name() string                        { return "memory" }
 func (p *MemoryProbe) Condition() corev1.NodeConditionType { return v1alpha1.ConditionMemoryPressure }
 

@@ -8,8 +8,8 @@ import (
 )
 
 // Metrics are the health metrics in node_exporter style: nodeward_ prefix,
-// base units, _total for counters. A nil *Metrics records nothing, so probes
-// run without a registry in `nodeward check`.
+// base units, _total for counters. Probes given nil record into a private
+// registry nobody reads (`nodeward check`).
 type Metrics struct {
 	memAvailable, memTotal    prometheus.Gauge
 	psiAverage                *prometheus.GaugeVec
@@ -135,4 +135,12 @@ func (c *constCounters) Collect(ch chan<- prometheus.Metric) {
 	for label, v := range c.values {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, v, label)
 	}
+}
+
+// orDiscard returns m, or metrics registered nowhere when m is nil.
+func orDiscard(m *Metrics) *Metrics {
+	if m == nil {
+		return NewMetrics(prometheus.NewRegistry())
+	}
+	return m
 }

@@ -44,16 +44,18 @@ func InNetworkNamespace(ns netns.NsHandle) NetworkOption {
 // NewNetworkProbe watches the process's network namespace unless an option
 // says otherwise.
 func NewNetworkProbe(cfg NetworkConfig, m *Metrics, opts ...NetworkOption) *NetworkProbe {
-	p := &NetworkProbe{cfg: cfg, metrics: m, ns: netns.None()}
+	p := &NetworkProbe{cfg: cfg, metrics: orDiscard(m), ns: netns.None()}
 	for _, o := range opts {
 		o(p)
 	}
 	return p
 }
 
-func (p *NetworkProbe) Interval() time.Duration             { return p.cfg.RelistInterval.Duration }
-func (p *NetworkProbe) Name() string                        { return "network" }
-func (p *NetworkProbe) Condition() corev1.NodeConditionType { return v1alpha1.ConditionNetworkUnavailable }
+func (p *NetworkProbe) Interval() time.Duration { return p.cfg.RelistInterval.Duration }
+func (p *NetworkProbe) Name() string            { return "network" }
+func (p *NetworkProbe) Condition() corev1.NodeConditionType {
+	return v1alpha1.ConditionNetworkUnavailable
+}
 
 // Close releases the netlink socket.
 func (p *NetworkProbe) Close() {

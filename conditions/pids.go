@@ -24,10 +24,10 @@ type PIDsProbe struct {
 
 // NewPIDsProbe reads /proc under procRoot.
 func NewPIDsProbe(cfg PIDsConfig, procRoot string, m *Metrics) *PIDsProbe {
-	return &PIDsProbe{cfg: cfg, procRoot: procRoot, metrics: m}
+	return &PIDsProbe{cfg: cfg, procRoot: procRoot, metrics: orDiscard(m)}
 }
 
-func (p *PIDsProbe) Interval() time.Duration          { return p.cfg.PollInterval.Duration }
+func (p *PIDsProbe) Interval() time.Duration             { return p.cfg.PollInterval.Duration }
 func (p *PIDsProbe) Name() string                        { return "pids" }
 func (p *PIDsProbe) Condition() corev1.NodeConditionType { return v1alpha1.ConditionPIDPressure }
 

@@ -38,12 +38,14 @@ type RuntimeProbe struct {
 
 // NewRuntimeProbe talks to cfg.Endpoint.
 func NewRuntimeProbe(cfg RuntimeConfig, m *Metrics) *RuntimeProbe {
-	return &RuntimeProbe{cfg: cfg, metrics: m}
+	return &RuntimeProbe{cfg: cfg, metrics: orDiscard(m)}
 }
 
-func (p *RuntimeProbe) Interval() time.Duration             { return p.cfg.PollInterval.Duration }
-func (p *RuntimeProbe) Name() string                        { return "runtime" }
-func (p *RuntimeProbe) Condition() corev1.NodeConditionType { return v1alpha1.ConditionRuntimeUnavailable }
+func (p *RuntimeProbe) Interval() time.Duration { return p.cfg.PollInterval.Duration }
+func (p *RuntimeProbe) Name() string            { return "runtime" }
+func (p *RuntimeProbe) Condition() corev1.NodeConditionType {
+	return v1alpha1.ConditionRuntimeUnavailable
+}
 
 // socketPath accepts unix:///path and /path.
 func socketPath(endpoint string) (string, error) {

@@ -1,0 +1,128 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeward/nodeward/daemon"
+)
+
+// Granter is a deliberately simple stand-in coordinator speaking the agent's
+// annotation protocol for one group of nodes: it publishes the target,
+// grants at most MaxUnavailable slots to staged nodes and takes a grant back
+// when its node reports Done or Yielded. It is not the coordinator: it has no
+// zones, no leader election and no pool status; tests use it only where
+// the coordinator is not under test.
+type Granter struct {
+	Client         kubernetes.Interface
+	Selector       string // label selector of the pool's nodes
+	Target         string
+	MaxUnavailable int
+	YieldAfter     time.Duration // >0: ask agents to yield after a blocked drain this long
+	Keys           daemon.AnnotationKeys
+	// YieldBackoff keeps a node that yielded from a new grant for a while
+	// so that the others get the slot (default 10 s).
+	YieldBackoff time.Duration
+
+	yielded map[string]time.Time
+}
+
+// Run reconciles every interval until ctx ends.
+func (g *Granter) Run(ctx context.Context, interval time.Duration) {
+	grants := 0
+	g.yielded = map[string]time.Time{}
+	if g.YieldBackoff <= 0 {
+		g.YieldBackoff = 10 * time.Second
+	}
+	for {
+		_ = g.reconcile(ctx, &grants) // an error is retried next round
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+	}
+}
+
+func (g *Granter) reconcile(ctx context.Context, grants *int) error {
+	list, err := g.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: g.Selector})
+	if err != nil {
+		return err
+	}
+	nodes := list.Items
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	held := 0
+	for i := range nodes {
+		n := &nodes[i]
+		a := n.Annotations
+		set := map[string]*string{}
+		if a[g.Keys.Target] != g.Target {
+			set[g.Keys.Target] = &g.Target
+		}
+		if g.YieldAfter > 0 && a[g.Keys.YieldOnDrain] != "true" {
+			yes, d := "true", g.YieldAfter.String()
+			set[g.Keys.YieldOnDrain], set[g.Keys.DrainTimeout] = &yes, &d
+		}
+		grant, granted := a[g.Keys.Grant]
+		step := daemon.Step(a[g.Keys.State])
+		finished := a[g.Keys.StateTarget] == g.Target && a[g.Keys.StateGrant] == grant &&
+			(step == daemon.StepDone || step == daemon.StepYielded)
+		if granted && finished && step == daemon.StepYielded {
+			g.yielded[n.Name] = time.Now()
+		}
+		if granted && (finished || step == daemon.StepDone) {
+			set[g.Keys.Grant] = nil // release
+			granted = false
+		}
+		if granted {
+			held++
+		}
+		if len(set) > 0 {
+			if err := g.patch(ctx, n.Name, set); err != nil {
+				return err
+			}
+		}
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		a := n.Annotations
+		_, granted := a[g.Keys.Grant]
+		if held >= g.MaxUnavailable {
+			break
+		}
+		if granted || a[g.Keys.State] != string(daemon.StepStaged) || a[g.Keys.StateTarget] != g.Target ||
+			time.Since(g.yielded[n.Name]) < g.YieldBackoff {
+			continue
+		}
+		*grants++
+		id := fmt.Sprintf("g%d", *grants)
+		if err := g.patch(ctx, n.Name, map[string]*string{g.Keys.Grant: &id}); err != nil {
+			return err
+		}
+		held++
+	}
+	return nil
+}
+
+func (g *Granter) patch(ctx context.Context, node string, set map[string]*string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": set}})
+	if err != nil {
+		return err
+	}
+	_, err = g.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
+// Unavailable reports whether node counts against maxUnavailable: cordoned
+// by anyone or in a disruptive update step.
+func Unavailable(node *corev1.Node, keys daemon.AnnotationKeys) bool {
+	return node.Spec.Unschedulable || daemon.Step(node.Annotations[keys.State]).Unavailable()
+}

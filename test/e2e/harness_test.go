@@ -1,0 +1,230 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodeward/nodeward/daemon"
+	"github.com/nodeward/nodeward/test/cluster"
+)
+
+var env cluster.Env
+
+func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+
+const (
+	fromOS = "os-1"
+	toOS   = "os-2"
+)
+
+// pool is a group of kwok nodes, each with its own in-process agent on a
+// SimHost, and a watcher that checks the maxUnavailable invariant at every
+// node event.
+type pool struct {
+	t      *testing.T
+	cp     *cluster.ControlPlane
+	prefix string
+	names  []string
+	nodes  map[string]*SimNode
+	keys   daemon.AnnotationKeys
+
+	mu             sync.Mutex
+	maxUnavailable int // the invariant's bound; 0 disables the check
+	ignore         map[string]bool
+	maxSeen        int
+	seen           map[string][]daemon.Step // distinct steps per node, in order
+}
+
+type poolOptions struct {
+	count          int
+	maxUnavailable int
+	spec           cluster.NodeSpec
+	tune           func(n *SimNode)
+}
+
+func newPool(t *testing.T, prefix string, opts poolOptions) *pool {
+	t.Helper()
+	cp := env.ControlPlane(t)
+	spec := opts.spec
+	spec.Prefix, spec.Count = prefix, opts.count
+	names := cp.CreateNodes(t, spec)
+	p := &pool{t: t, cp: cp, prefix: prefix, names: names, nodes: map[string]*SimNode{},
+		keys: daemon.DefaultAnnotationKeys(), maxUnavailable: opts.maxUnavailable,
+		ignore: map[string]bool{}, seen: map[string][]daemon.Step{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	factory := p.watch(ctx)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	var wg sync.WaitGroup
+	for _, name := range names {
+		n := &SimNode{Name: name, Host: NewSimHost(fromOS), StateDir: t.TempDir(), Client: cp.Client(), Log: log}
+		if opts.tune != nil {
+			opts.tune(n)
+		}
+		p.nodes[name] = n
+		wg.Go(func() { n.RunReboots(ctx) })
+	}
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		for _, n := range p.nodes {
+			n.Kill()
+		}
+		factory.Shutdown()
+	})
+	return p
+}
+
+func (p *pool) startAgents() {
+	p.t.Helper()
+	for _, n := range p.nodes {
+		if err := n.Start(); err != nil {
+			p.t.Fatal(err)
+		}
+	}
+}
+
+// grant runs the stand-in coordinator for this pool.
+func (p *pool) grant(target string, maxUnavailable int, yieldAfter time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &Granter{Client: p.cp.Client(), Selector: cluster.GroupLabel + "=" + p.prefix, Target: target,
+		MaxUnavailable: maxUnavailable, YieldAfter: yieldAfter, Keys: p.keys}
+	done := make(chan struct{})
+	go func() { defer close(done); g.Run(ctx, 200*time.Millisecond) }()
+	p.t.Cleanup(func() { cancel(); <-done })
+}
+
+// watch records every node's steps and checks the invariant on each event.
+func (p *pool) watch(ctx context.Context) informers.SharedInformerFactory {
+	factory := informers.NewSharedInformerFactoryWithOptions(p.cp.Client(), 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = cluster.GroupLabel + "=" + p.prefix }))
+	inf := factory.Core().V1().Nodes().Informer()
+	check := func(any) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		unavailable := 0
+		for _, obj := range inf.GetStore().List() {
+			n := obj.(*corev1.Node)
+			step := daemon.Step(n.Annotations[p.keys.State])
+			if s := p.seen[n.Name]; step != "" && (len(s) == 0 || s[len(s)-1] != step) {
+				p.seen[n.Name] = append(s, step)
+			}
+			if !p.ignore[n.Name] && Unavailable(n, p.keys) {
+				unavailable++
+			}
+		}
+		p.maxSeen = max(p.maxSeen, unavailable)
+		if p.maxUnavailable > 0 && unavailable > p.maxUnavailable {
+			p.t.Errorf("invariant broken: %d nodes unavailable, maxUnavailable %d", unavailable, p.maxUnavailable)
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: check, UpdateFunc: func(_, o any) { check(o) }, DeleteFunc: check,
+	})
+	factory.Start(ctx.Done())
+	return factory
+}
+
+func (p *pool) steps(node string) []daemon.Step {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.seen[node])
+}
+
+func (p *pool) node(ctx context.Context, name string) (*corev1.Node, error) {
+	return p.cp.Client().CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+}
+
+// waitStep waits until node reports step for target.
+func (p *pool) waitStep(name string, step daemon.Step, timeout time.Duration) {
+	p.t.Helper()
+	cluster.WaitFor(p.t, timeout, name+" in step "+string(step), func(ctx context.Context) (bool, error) {
+		n, err := p.node(ctx, name)
+		if err != nil {
+			return false, err
+		}
+		return n.Annotations[p.keys.State] == string(step), nil
+	})
+}
+
+// waitReason waits until node reports a reason containing text: the agent
+// has looked at the node and is holding for that reason.
+func (p *pool) waitReason(name, text string) {
+	p.t.Helper()
+	cluster.WaitFor(p.t, time.Minute, name+" reporting "+text, func(ctx context.Context) (bool, error) {
+		n, err := p.node(ctx, name)
+		return err == nil && strings.Contains(n.Annotations[p.keys.Reason], text), err
+	})
+}
+
+// assertUpdated checks the end state of an updated node: Done on the
+// target, booted into it after exactly one reboot, schedulable, and no
+// cordon record left.
+func (p *pool) assertUpdated(name string) {
+	p.t.Helper()
+	n, err := p.node(context.Background(), name)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	host := p.nodes[name].Host
+	booted, _ := host.Booted(context.Background())
+	_, record := n.Annotations[daemon.CordonedByAnnotation]
+	if n.Annotations[p.keys.State] != string(daemon.StepDone) || n.Annotations[p.keys.StateTarget] != toOS ||
+		booted != toOS || host.Reboots() != 1 || n.Spec.Unschedulable || record {
+		p.t.Errorf("%s: state %s target %s booted %s reboots %d unschedulable %v cordon record %v; steps %v",
+			name, n.Annotations[p.keys.State], n.Annotations[p.keys.StateTarget], booted, host.Reboots(),
+			n.Spec.Unschedulable, record, p.steps(name))
+	}
+}
+
+// workload runs replicas pods with a 1 s grace on the pool's nodes, spread
+// one per node, and waits until they are available.
+func (p *pool) workload(ns, name string, replicas int32) {
+	p.t.Helper()
+	p.workloadOn(ns, name, replicas, map[string]string{cluster.GroupLabel: p.prefix})
+}
+
+// workloadOn runs replicas pods with a 1 s grace on the nodes selector
+// picks and waits until they are available.
+func (p *pool) workloadOn(ns, name string, replicas int32, selector map[string]string) {
+	p.t.Helper()
+	labels := map[string]string{"app": name}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeSelector:                  selector,
+					TerminationGracePeriodSeconds: ptr.To[int64](1),
+					Containers:                    []corev1.Container{{Name: "app", Image: "registry.invalid/app:1"}},
+				},
+			},
+		},
+	}
+	if _, err := p.cp.Client().AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
+		p.t.Fatalf("create deployment: %v", err)
+	}
+	cluster.WaitFor(p.t, time.Minute, "deployment "+name+" available", func(ctx context.Context) (bool, error) {
+		d, err := p.cp.Client().AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && d.Status.AvailableReplicas == replicas, err
+	})
+}

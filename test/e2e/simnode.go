@@ -1,0 +1,114 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeward/nodeward/daemon"
+)
+
+// SimNode runs one node's update agent in-process on a SimHost. A reboot
+// stops the agent (like a machine going down), boots the host and starts a
+// new agent from the state directory alone, as after a real reboot.
+type SimNode struct {
+	Name     string
+	Host     *SimHost
+	StateDir string
+	Client   kubernetes.Interface
+	Log      *slog.Logger
+	// Health overrides the agent's health check (optional).
+	Health daemon.HealthCheck
+	// RebootDelay is how long the machine stays down.
+	RebootDelay time.Duration
+	// Tune adjusts the agent's configuration before it starts (optional).
+	Tune func(*daemon.UpdateAgentConfig)
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	done    chan struct{}
+	err     error
+	starts  int
+	running bool
+}
+
+// Start starts the agent. It fails when the agent is already running.
+func (n *SimNode) Start() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.running {
+		return fmt.Errorf("agent of %s already running", n.Name)
+	}
+	cfg := daemon.UpdateAgentConfig{
+		Client: n.Client, NodeName: n.Name, StateDir: n.StateDir,
+		OS: n.Host, Reboot: n.Host, BootID: n.Host.BootID, Health: n.Health, Log: n.Log,
+		PollInterval: 300 * time.Millisecond, DrainAttempt: 10 * time.Second,
+	}
+	if n.Tune != nil {
+		n.Tune(&cfg)
+	}
+	agent, err := daemon.NewUpdateAgent(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel, n.done, n.running = cancel, make(chan struct{}), true
+	n.starts++
+	go func(done chan struct{}) {
+		defer close(done)
+		err := agent.Run(ctx)
+		n.mu.Lock()
+		n.err = err
+		n.mu.Unlock()
+	}(n.done)
+	return nil
+}
+
+// Kill stops the agent at whatever it was doing and waits for it to end.
+func (n *SimNode) Kill() {
+	n.mu.Lock()
+	cancel, done, running := n.cancel, n.done, n.running
+	n.running = false
+	n.mu.Unlock()
+	if !running {
+		return
+	}
+	cancel()
+	<-done
+}
+
+// Starts counts agent starts (1 + restarts).
+func (n *SimNode) Starts() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.starts
+}
+
+// RunReboots serves reboot requests until ctx ends: kill the agent, wait
+// RebootDelay, boot the host, start the agent again.
+func (n *SimNode) RunReboots(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.Host.RebootAsked:
+		}
+		if !n.Host.RebootPending() {
+			continue
+		}
+		n.Kill()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(n.RebootDelay):
+		}
+		n.Host.Boot()
+		if err := n.Start(); err != nil && n.Log != nil {
+			n.Log.Error("restart agent after boot", "node", n.Name, "err", err)
+		}
+	}
+}

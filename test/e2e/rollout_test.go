@@ -68,20 +68,16 @@ func TestKillAndResume(t *testing.T) {
 		// hold keeps the node at the kill point; release lets it go on.
 		setup func(p *pool, name, ns string) (release func())
 		at    daemon.Step
+		// reason, when set, is waited for in the node's reported reason
+		// before the kill.
+		reason string
 		check func(t *testing.T, p *pool, name string)
 	}{
 		{name: "after-cordon", at: daemon.StepDraining,
 			setup: func(p *pool, name, ns string) func() { return blockDrain(p, name, ns) },
 			check: mustBeCordoned},
-		{name: "mid-drain", at: daemon.StepDraining,
-			setup: func(p *pool, name, ns string) func() {
-				release := blockDrain(p, name, ns)
-				cluster.WaitFor(p.t, 30*time.Second, name+" reports a blocked drain", func(ctx context.Context) (bool, error) {
-					n, err := p.node(ctx, name)
-					return err == nil && n.Annotations[p.keys.Reason] != "", err
-				})
-				return release
-			},
+		{name: "mid-drain", at: daemon.StepDraining, reason: "drain blocked",
+			setup: func(p *pool, name, ns string) func() { return blockDrain(p, name, ns) },
 			check: mustBeCordoned},
 		{name: "after-finalize-before-reboot", at: daemon.StepRebooting,
 			setup: func(p *pool, name, ns string) func() {
@@ -122,6 +118,9 @@ func TestKillAndResume(t *testing.T) {
 			p.startAgents()
 			p.grant(toOS, 1, 0)
 			p.waitStep(name, c.at, time.Minute)
+			if c.reason != "" {
+				p.waitReason(name, c.reason)
+			}
 			p.nodes[name].Kill()
 			c.check(t, p, name)
 			if err := p.nodes[name].Start(); err != nil {

@@ -22,7 +22,9 @@ type DiskProbe struct {
 }
 
 // NewDiskProbe measures cfg.Paths.
-func NewDiskProbe(cfg DiskConfig, m *Metrics) *DiskProbe { return &DiskProbe{cfg: cfg, metrics: orDiscard(m)} }
+func NewDiskProbe(cfg DiskConfig, m *Metrics) *DiskProbe {
+	return &DiskProbe{cfg: cfg, metrics: orDiscard(m)}
+}
 
 func (p *DiskProbe) Interval() time.Duration             { return p.cfg.PollInterval.Duration }
 func (p *DiskProbe) Name() string                        { return "disk" }

@@ -1,0 +1,134 @@
+package conditions
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netns"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeward/nodeward/test/testenv"
+)
+
+var netnsCounter atomic.Int32
+
+// TestNetns is a throw-away network namespace with a veth pair (nw0 with
+// 10.77.0.1/24, its peer nw1) and a default route through nw0. The host's
+// network is never touched: every command runs with `ip -n`.
+type TestNetns struct {
+	t      testing.TB
+	Name   string
+	Handle netns.NsHandle
+}
+
+// NewTestNetns needs root and the ip command.
+func NewTestNetns(t testing.TB) *TestNetns {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireBinary(t, "ip")
+	n := &TestNetns{t: t, Name: fmt.Sprintf("nwtest-%d-%d", os.Getpid(), netnsCounter.Add(1))}
+	n.IP("netns", "add", n.Name)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", n.Name).Run() })
+	h, err := netns.GetFromName(n.Name)
+	if err != nil {
+		t.Fatalf("open netns %s: %v", n.Name, err)
+	}
+	t.Cleanup(func() { h.Close() })
+	n.Handle = h
+	n.In("link", "add", "nw0", "type", "veth", "peer", "name", "nw1")
+	n.In("addr", "add", "10.77.0.1/24", "dev", "nw0")
+	n.In("link", "set", "nw0", "up")
+	n.In("link", "set", "nw1", "up")
+	n.In("route", "add", "default", "via", "10.77.0.2", "dev", "nw0")
+	return n
+}
+
+// IP runs the ip command.
+func (n *TestNetns) IP(args ...string) {
+	n.t.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		n.t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// In runs an ip command inside the namespace.
+func (n *TestNetns) In(args ...string) { n.IP(append([]string{"-n", n.Name}, args...)...) }
+
+// TestNetworkProbeFollowsNetlinkEvents: link down, carrier lost, route
+// deleted and address removed each make the network unavailable, and the
+// probe notices through events alone (the relist is an hour away).
+func TestNetworkProbeFollowsNetlinkEvents(t *testing.T) {
+	t.Parallel()
+	ns := NewTestNetns(t)
+	cfg := NetworkConfig{Enabled: true, Family: "ipv4", RelistInterval: metav1.Duration{Duration: time.Hour}}
+	probe := NewNetworkProbe(cfg, nil, InNetworkNamespace(ns.Handle))
+	defer probe.Close()
+	mon := NewMonitor([]Probe{probe}, HysteresisConfig{BadSamples: 1}, nil, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go mon.Run(ctx)
+	status := func() corev1.ConditionStatus { return mon.Conditions()[0].Status }
+	reason := func() string { return mon.Conditions()[0].Reason }
+
+	waitStatus(t, 5*time.Second, status, corev1.ConditionFalse)
+	steps := []struct {
+		name         string
+		breakIt, fix [][]string
+		reason       string
+	}{
+		{"link down", [][]string{{"link", "set", "nw0", "down"}},
+			[][]string{{"link", "set", "nw0", "up"}, {"route", "add", "default", "via", "10.77.0.2", "dev", "nw0"}}, "NoDefaultRoute"},
+		{"carrier lost", [][]string{{"link", "set", "nw1", "down"}}, [][]string{{"link", "set", "nw1", "up"}}, "NoCarrier"},
+		{"route deleted", [][]string{{"route", "del", "default"}},
+			[][]string{{"route", "add", "default", "via", "10.77.0.2", "dev", "nw0"}}, "NoDefaultRoute"},
+		// The kernel drops a link's IPv4 routes with its last IPv4
+		// address, and a gateway route with its subnet: a link-scope
+		// address and a device route keep the default route alive.
+		{"address removed", [][]string{{"addr", "add", "10.78.0.1/24", "dev", "nw0", "scope", "link"},
+			{"route", "replace", "default", "dev", "nw0"}, {"addr", "del", "10.77.0.1/24", "dev", "nw0"}},
+			[][]string{{"addr", "add", "10.77.0.1/24", "dev", "nw0"}}, "NoGlobalAddress"},
+	}
+	for _, step := range steps {
+		for _, args := range step.breakIt {
+			ns.In(args...)
+		}
+		waitStatus(t, 5*time.Second, status, corev1.ConditionTrue)
+		if reason() != step.reason {
+			t.Errorf("%s: reason %q, want %q (%s)", step.name, reason(), step.reason, mon.Conditions()[0].Message)
+		}
+		for _, args := range step.fix {
+			ns.In(args...)
+		}
+		waitStatus(t, 5*time.Second, status, corev1.ConditionFalse)
+	}
+}
+
+// TestNetworkProbeInterfaceAndFamily: a named interface other than the
+// route's, or a family without a default route, is unavailable.
+func TestNetworkProbeInterfaceAndFamily(t *testing.T) {
+	t.Parallel()
+	ns := NewTestNetns(t)
+	sample := func(cfg NetworkConfig) Signal {
+		cfg.RelistInterval = metav1.Duration{Duration: time.Minute}
+		p := NewNetworkProbe(cfg, nil, InNetworkNamespace(ns.Handle))
+		defer p.Close()
+		return p.Sample(context.Background())
+	}
+	if s := sample(NetworkConfig{Family: "any"}); s.Health != Healthy || !strings.Contains(s.Message, "nw0") {
+		t.Errorf("any: %v %q", s.Health, s.Message)
+	}
+	if s := sample(NetworkConfig{Family: "ipv6"}); s.Health != Unhealthy || s.Reason != "NoDefaultRoute" {
+		t.Errorf("ipv6 without a default route: %v %s", s.Health, s.Reason)
+	}
+	if s := sample(NetworkConfig{Family: "ipv4", Interface: "eth9"}); s.Health != Unhealthy || s.Reason != "OtherInterface" {
+		t.Errorf("other interface: %v %s", s.Health, s.Reason)
+	}
+}

@@ -1,0 +1,140 @@
+package conditions
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodeward/nodeward/test/testenv"
+)
+
+// writeProc lays out a fixture /proc with the files the probes read.
+func writeProc(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for name, content := range files {
+		path := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+func meminfo(totalKB, availKB int) string {
+	return "MemTotal:       " + itoa(totalKB) + " kB\nMemFree:        1000 kB\nMemAvailable:   " + itoa(availKB) + " kB\n"
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+const calmPSI = "some avg10=0.00 avg60=0.00 avg300=0.00 total=100\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=50\n"
+
+func TestMemoryProbeFixtures(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig().Memory
+	cfg.MinAvailableBytes = 512 << 20
+	cases := []struct {
+		name   string
+		files  map[string]string
+		health Health
+		reason string
+	}{
+		{"plenty", map[string]string{"meminfo": meminfo(8<<20, 4<<20), "pressure/memory": calmPSI}, Healthy, "MemoryAvailable"},
+		{"below percent", map[string]string{"meminfo": meminfo(8<<20, 200<<10), "pressure/memory": calmPSI}, Unhealthy, "MemoryPressure"},
+		{"below bytes", map[string]string{"meminfo": meminfo(100<<20, 400<<10), "pressure/memory": calmPSI}, Unhealthy, "MemoryPressure"},
+		{"psi full", map[string]string{"meminfo": meminfo(8<<20, 4<<20),
+			"pressure/memory": "some avg10=40.00 avg60=10.00 avg300=1.00 total=9000000\nfull avg10=25.50 avg60=5.00 avg300=1.00 total=4000000\n"}, Unhealthy, "MemoryPressure"},
+		{"no psi on an old kernel", map[string]string{"meminfo": meminfo(8<<20, 4<<20)}, Healthy, "MemoryAvailable"},
+		{"no meminfo", map[string]string{"pressure/memory": calmPSI}, Unknown, "MeminfoUnreadable"},
+	}
+	for _, c := range cases {
+		root := writeProc(t, c.files)
+		s := NewMemoryProbe(cfg, root, nil).Sample(context.Background())
+		if s.Health != c.health || s.Reason != c.reason || s.Message == "" {
+			t.Errorf("%s: %v %s %q, want %v %s", c.name, s.Health, s.Reason, s.Message, c.health, c.reason)
+		}
+	}
+}
+
+func TestPIDsProbeFixtures(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig().PIDs
+	proc := func(loadavg, pidMax, threadsMax string) string {
+		return writeProc(t, map[string]string{"loadavg": loadavg, "sys/kernel/pid_max": pidMax, "sys/kernel/threads-max": threadsMax})
+	}
+	cases := []struct {
+		name   string
+		root   string
+		health Health
+	}{
+		{"few", proc("0.10 0.20 0.30 2/345 6789\n", "4194304\n", "100000\n"), Healthy},
+		// threads-max is the lower limit here: 95 000 of 100 000 is 95%.
+		{"near threads-max", proc("0.10 0.20 0.30 2/95000 6789\n", "4194304\n", "100000\n"), Unhealthy},
+		{"near pid_max", proc("1 1 1 1/31000 2\n", "32768\n", "1000000\n"), Unhealthy},
+		{"garbled loadavg", proc("0.10 0.20\n", "32768\n", "100000\n"), Unknown},
+		{"no pid_max", writeProc(t, map[string]string{"loadavg": "0 0 0 1/2 3\n"}), Unknown},
+	}
+	for _, c := range cases {
+		if s := NewPIDsProbe(cfg, c.root, nil).Sample(context.Background()); s.Health != c.health {
+			t.Errorf("%s: %v (%s), want %v", c.name, s.Health, s.Message, c.health)
+		}
+	}
+}
+
+// TestRealProcSmoke: the probes read this machine's /proc.
+func TestRealProcSmoke(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	for _, p := range []Probe{NewMemoryProbe(cfg.Memory, "/proc", nil), NewPIDsProbe(cfg.PIDs, "/proc", nil)} {
+		if s := p.Sample(context.Background()); s.Health == Unknown {
+			t.Errorf("%s on the real /proc: Unknown (%s)", p.Name(), s.Message)
+		}
+	}
+}
+
+// TestPSITriggerRegistersOnRealProc: the kernel accepts the default
+// trigger (a 2 s window, legal unprivileged too) and the watch ends with
+// its context; a fixture file is refused with the reason.
+func TestPSITriggerRegistersOnRealProc(t *testing.T) {
+	t.Parallel()
+	testenv.Require(t, fileExists("/proc/pressure/memory"), "kernel without PSI")
+	probe := NewMemoryProbe(DefaultConfig().Memory, "/proc", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- probe.Notify(ctx, make(chan struct{}, 1)) }()
+	select {
+	case err := <-done:
+		t.Fatalf("trigger watch ended at once: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("watch after cancel: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("trigger watch did not stop with its context")
+	}
+
+	fixture := NewMemoryProbe(DefaultConfig().Memory, writeProc(t, map[string]string{"pressure/memory": calmPSI}), nil)
+	err := fixture.Notify(context.Background(), make(chan struct{}, 1))
+	if err == nil || !strings.Contains(err.Error(), "not on procfs") {
+		t.Errorf("fixture trigger: %v, want a refusal saying it is not procfs", err)
+	}
+	bad := DefaultConfig().Memory
+	bad.Trigger = "some 150000 1500000" // not a multiple of 2 s
+	if os.Geteuid() != 0 {
+		err := NewMemoryProbe(bad, "/proc", nil).Notify(context.Background(), make(chan struct{}, 1))
+		if err == nil || !strings.Contains(err.Error(), "multiples of 2 s") {
+			t.Errorf("unprivileged 1.5 s window: %v, want EINVAL with the hint", err)
+		}
+	}
+}

@@ -1,0 +1,121 @@
+package deploy_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nodeward/nodeward/test/cluster"
+)
+
+// The Prometheus Operator's CRDs come from its Go module: the module zip
+// carries them under example/prometheus-operator-crd. Pinned, so that the
+// test validates against a known schema.
+const (
+	prometheusOperatorModule  = "github.com/prometheus-operator/prometheus-operator"
+	prometheusOperatorVersion = "v0.85.0"
+)
+
+var monitoringCRDs = []string{
+	"monitoring.coreos.com_servicemonitors.yaml",
+	"monitoring.coreos.com_prometheusrules.yaml",
+}
+
+// TestOverlaysServerDryRun sends every overlay, and manifests/ itself, to the
+// real API server with --dry-run=server: schemas, CEL of the admission
+// policies, RBAC objects and the monitoring kinds are all checked by the
+// server. The namespace must exist for a server dry run of the objects in
+// it, so the base is installed first (what an upgrade sees).
+func TestOverlaysServerDryRun(t *testing.T) {
+	t.Parallel()
+	cp := env.ControlPlane(t)
+	installBase(t, cp)
+	installMonitoringCRDs(t, cp)
+	for _, dir := range []string{"overlays/kubernetes", "overlays/openshift", "."} {
+		t.Run(dir, func(t *testing.T) {
+			t.Parallel()
+			out := kubectl(t, cp, "apply", "--dry-run=server", "-k", filepath.Join(manifestsDir(t), dir))
+			for _, want := range []string{
+				"daemonset.apps/nodeward-agent",
+				"validatingadmissionpolicy.admissionregistration.k8s.io/nodeward-agent-own-node",
+				"validatingadmissionpolicy.admissionregistration.k8s.io/nodeward-agent-evict-own-node",
+				"servicemonitor.monitoring.coreos.com/nodeward-agent",
+				"prometheusrule.monitoring.coreos.com/nodeward",
+			} {
+				if !strings.Contains(out, want+" ") {
+					t.Errorf("dry run of %s does not mention %s:\n%s", dir, want, out)
+				}
+			}
+			if !strings.Contains(out, "(server dry run)") {
+				t.Errorf("kubectl did not report a server dry run:\n%s", out)
+			}
+		})
+	}
+}
+
+// installMonitoringCRDs installs the ServiceMonitor and PrometheusRule CRDs
+// from the pinned prometheus-operator module and waits until they are served.
+func installMonitoringCRDs(t *testing.T, cp *cluster.ControlPlane) {
+	t.Helper()
+	monitoring.once.Do(func() { monitoring.dir, monitoring.err = downloadModule(prometheusOperatorModule, prometheusOperatorVersion) })
+	if monitoring.err != nil {
+		t.Fatalf("download %s@%s for its CRDs: %v", prometheusOperatorModule, prometheusOperatorVersion, monitoring.err)
+	}
+	args := []string{"apply", "--server-side", "--field-manager=nodeward-test"}
+	for _, f := range monitoringCRDs {
+		args = append(args, "-f", filepath.Join(monitoring.dir, "example", "prometheus-operator-crd", f))
+	}
+	kubectl(t, cp, args...)
+	kubectl(t, cp, "wait", "--for=condition=Established", "--timeout=60s",
+		"crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
+}
+
+var monitoring struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// downloadModule fetches a module into the module cache and returns its
+// directory. It runs outside nodeward's module so that go.mod and go.sum stay
+// untouched.
+func downloadModule(module, version string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", module+"@"+version)
+	cmd.Dir = os.TempDir()
+	cmd.Env = append(os.Environ(), "GOFLAGS=", "GO111MODULE=on")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return "", &commandError{err: err, output: stderr.String() + stdout.String()}
+	}
+	var info struct{ Dir, Error string }
+	if err := json.Unmarshal(stdout.Bytes(), &info); err != nil {
+		return "", err
+	}
+	if info.Error != "" || info.Dir == "" {
+		return "", &commandError{output: info.Error}
+	}
+	return info.Dir, nil
+}
+
+type commandError struct {
+	err    error
+	output string
+}
+
+func (e *commandError) Error() string {
+	if e.err == nil {
+		return e.output
+	}
+	return e.err.Error() + ": " + e.output
+}

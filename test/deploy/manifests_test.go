@@ -1,0 +1,173 @@
+package deploy_test
+
+import (
+	"bytes"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodeward/nodeward/conditions"
+	"github.com/nodeward/nodeward/conditions/taints"
+)
+
+// rendered is one overlay built by kubectl's kustomize, split by kind/name.
+type rendered map[string][]byte
+
+func build(t *testing.T, dir string) rendered {
+	t.Helper()
+	cp := env.ControlPlane(t) // for its kubectl; nothing is sent to the server
+	out := kubectl(t, cp, "kustomize", filepath.Join(manifestsDir(t), dir))
+	objs := rendered{}
+	for _, doc := range strings.Split(out, "\n---\n") {
+		var meta struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatalf("kustomize output of %s: %v", dir, err)
+		}
+		objs[meta.Kind+"/"+meta.Metadata.Name] = []byte(doc)
+	}
+	return objs
+}
+
+func (r rendered) decode(t *testing.T, key string, into any) {
+	t.Helper()
+	doc, ok := r[key]
+	if !ok {
+		t.Fatalf("%s is not in the build", key)
+	}
+	if err := yaml.UnmarshalStrict(doc, into); err != nil {
+		t.Fatalf("decode %s: %v", key, err)
+	}
+}
+
+// TestAgentDaemonSet checks the promises of the agent's pod in both overlays:
+// every taint nodeward applies by default is tolerated, no liveness probe,
+// a readiness probe, the node name from the downward API, only the needed
+// capabilities, and the update protocol of the overlay.
+func TestAgentDaemonSet(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ overlay, protocol string }{
+		{"overlays/kubernetes", "--protocol=nodeward"},
+		{"overlays/openshift", "--protocol=mco"},
+	} {
+		t.Run(c.overlay, func(t *testing.T) {
+			t.Parallel()
+			var ds appsv1.DaemonSet
+			build(t, c.overlay).decode(t, "DaemonSet/nodeward-agent", &ds)
+			spec := ds.Spec.Template.Spec
+			if spec.PriorityClassName != "system-node-critical" {
+				t.Errorf("priorityClassName = %q, want system-node-critical", spec.PriorityClassName)
+			}
+			if !spec.HostNetwork || spec.HostPID || spec.HostIPC {
+				t.Errorf("hostNetwork=%v hostPID=%v hostIPC=%v: want only hostNetwork (netlink)", spec.HostNetwork, spec.HostPID, spec.HostIPC)
+			}
+			for _, p := range conditions.DefaultTaintPolicy() {
+				taint := p.Taint()
+				if !slices.ContainsFunc(spec.Tolerations, func(tol corev1.Toleration) bool { return taints.Tolerates(tol, taint) }) {
+					t.Errorf("the agent does not tolerate the taint it applies itself: %s", taints.Format(taint))
+				}
+			}
+			for _, key := range []string{"node.kubernetes.io/unschedulable", "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"} {
+				taint := corev1.Taint{Key: key, Effect: corev1.TaintEffectNoExecute}
+				if key == "node.kubernetes.io/unschedulable" {
+					taint.Effect = corev1.TaintEffectNoSchedule
+				}
+				if !slices.ContainsFunc(spec.Tolerations, func(tol corev1.Toleration) bool { return taints.Tolerates(tol, taint) }) {
+					t.Errorf("the agent does not tolerate %s", taints.Format(taint))
+				}
+			}
+			agent := container(t, spec, "agent")
+			if agent.LivenessProbe != nil {
+				t.Error("the agent has a liveness probe: it could be killed in the middle of an OS update")
+			}
+			if agent.ReadinessProbe == nil {
+				t.Error("the agent has no readiness probe")
+			}
+			if !slices.Contains(agent.Args, c.protocol) {
+				t.Errorf("agent args %q lack %s", agent.Args, c.protocol)
+			}
+			if !slices.ContainsFunc(agent.Env, func(e corev1.EnvVar) bool {
+				return e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName"
+			}) {
+				t.Error("NODE_NAME does not come from the downward API (spec.nodeName)")
+			}
+			sc := agent.SecurityContext
+			if sc == nil || sc.Capabilities == nil {
+				t.Fatal("the agent has no securityContext capabilities")
+			}
+			if sc.Privileged != nil && *sc.Privileged {
+				t.Error("the agent runs privileged")
+			}
+			if !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+				t.Errorf("capabilities dropped = %v, want [ALL]", sc.Capabilities.Drop)
+			}
+			got := slices.Sorted(slices.Values(sc.Capabilities.Add))
+			want := []corev1.Capability{"SYS_BOOT", "SYS_CHROOT", "SYS_RESOURCE"}
+			if !slices.Equal(got, want) {
+				t.Errorf("capabilities added = %v, want exactly %v", got, want)
+			}
+			for _, ctr := range spec.Containers {
+				for _, p := range ctr.Ports {
+					if ctr.Name != "kube-rbac-proxy" {
+						t.Errorf("container %s exposes port %d: only the authenticating proxy may", ctr.Name, p.ContainerPort)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestCoordinatorDeployment: two replicas with leader election on vanilla
+// Kubernetes, none at all in MCO mode.
+func TestCoordinatorDeployment(t *testing.T) {
+	t.Parallel()
+	var d appsv1.Deployment
+	build(t, "overlays/kubernetes").decode(t, "Deployment/nodeward-coordinator", &d)
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
+		t.Errorf("coordinator replicas = %v, want 2", d.Spec.Replicas)
+	}
+	if c := container(t, d.Spec.Template.Spec, "coordinator"); !slices.Contains(c.Args, "--leader-elect=true") {
+		t.Errorf("coordinator args %q lack --leader-elect=true", c.Args)
+	}
+	for key := range build(t, "overlays/openshift") {
+		if strings.Contains(key, "nodeward-coordinator") {
+			t.Errorf("the openshift overlay (MCO mode) still renders %s", key)
+		}
+	}
+}
+
+// TestRootIsKubernetesOverlay: `kubectl apply -k manifests/` installs the
+// vanilla overlay, byte for byte.
+func TestRootIsKubernetesOverlay(t *testing.T) {
+	t.Parallel()
+	root, overlay := build(t, "."), build(t, "overlays/kubernetes")
+	if len(root) != len(overlay) {
+		t.Fatalf("manifests/ renders %d objects, overlays/kubernetes %d", len(root), len(overlay))
+	}
+	for key, doc := range overlay {
+		if !bytes.Equal(root[key], doc) {
+			t.Errorf("%s differs between manifests/ and overlays/kubernetes", key)
+		}
+	}
+}
+
+func container(t *testing.T, spec corev1.PodSpec, name string) corev1.Container {
+	t.Helper()
+	for _, c := range spec.Containers {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no container %s", name)
+	return corev1.Container{}
+}
+

@@ -64,7 +64,9 @@ func TestOverlaysServerDryRun(t *testing.T) {
 // from the pinned prometheus-operator module and waits until they are served.
 func installMonitoringCRDs(t *testing.T, cp *cluster.ControlPlane) {
 	t.Helper()
-	monitoring.once.Do(func() { monitoring.dir, monitoring.err = downloadModule(prometheusOperatorModule, prometheusOperatorVersion) })
+	monitoring.once.Do(func() {
+		monitoring.dir, monitoring.err = downloadModule(prometheusOperatorModule, prometheusOperatorVersion)
+	})
 	if monitoring.err != nil {
 		t.Fatalf("download %s@%s for its CRDs: %v", prometheusOperatorModule, prometheusOperatorVersion, monitoring.err)
 	}

@@ -170,4 +170,3 @@ func container(t *testing.T, spec corev1.PodSpec, name string) corev1.Container 
 	t.Fatalf("no container %s", name)
 	return corev1.Container{}
 }
-

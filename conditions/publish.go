@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,11 +25,15 @@ type Publisher struct {
 	guard   DisruptionGuard
 	metrics *Metrics
 	log     *slog.Logger
+
+	mu       sync.Mutex
+	withheld map[string]bool // NoExecute keys already reported withheld
 }
 
 // NewPublisher writes to node. guard may be nil: NoExecute is then refused.
 func NewPublisher(client kubernetes.Interface, node string, table TaintTable, guard DisruptionGuard, m *Metrics, log *slog.Logger) *Publisher {
-	return &Publisher{client: client, node: node, table: table, guard: guard, metrics: m, log: log}
+	return &Publisher{client: client, node: node, table: table, guard: guard, metrics: orDiscard(m), log: log,
+		withheld: map[string]bool{}}
 }
 
 // ConditionsOutdated reports whether node lacks one of conds or shows a
@@ -83,12 +88,18 @@ func (p *Publisher) WriteConditions(ctx context.Context, node *corev1.Node, cond
 // DesiredTaints lists the taints conds call for, without any NoExecute
 // taint the disruption guard does not allow.
 func (p *Publisher) DesiredTaints(ctx context.Context, conds []Condition) []corev1.Taint {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	var out []corev1.Taint
 	for _, t := range p.table.Desired(conds) {
 		if t.Effect == corev1.TaintEffectNoExecute && (p.guard == nil || !p.guard(ctx, p.node, t)) {
-			p.log.Warn("NoExecute taint withheld: the disruption guard does not allow it", "node", p.node, "taint", t.Key)
+			if !p.withheld[t.Key] {
+				p.log.Warn("NoExecute taint withheld: the disruption guard does not allow it", "node", p.node, "taint", t.Key)
+				p.withheld[t.Key] = true
+			}
 			continue
 		}
+		delete(p.withheld, t.Key)
 		out = append(out, t)
 	}
 	return out

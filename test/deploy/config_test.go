@@ -1,0 +1,38 @@
+package deploy_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodeward/nodeward/conditions"
+)
+
+// TestConfigExamples: the host-mode example and the DaemonSet's ConfigMap
+// both load with the agent's own parser, which refuses unknown fields and
+// invalid values.
+func TestConfigExamples(t *testing.T) {
+	t.Parallel()
+	if _, err := conditions.LoadConfig(filepath.Join(manifestsDir(t), "host", "config.yaml")); err != nil {
+		t.Errorf("manifests/host/config.yaml: %v", err)
+	}
+	data, err := os.ReadFile(filepath.Join(manifestsDir(t), "base", "agent-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	if err := yaml.UnmarshalStrict(data, &cm); err != nil {
+		t.Fatalf("manifests/base/agent-config.yaml: %v", err)
+	}
+	cfg, err := conditions.ParseConfig([]byte(cm.Data["config.yaml"]))
+	if err != nil {
+		t.Fatalf("the DaemonSet's config.yaml: %v", err)
+	}
+	if cfg.ProcRoot != "/host/proc" || cfg.MetricsAddress != "127.0.0.1:9741" {
+		t.Errorf("DaemonSet config: procRoot %q, metricsAddress %q; the pod spec mounts the host's /proc at /host/proc and probes 127.0.0.1:9741",
+			cfg.ProcRoot, cfg.MetricsAddress)
+	}
+}

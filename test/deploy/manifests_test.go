@@ -55,9 +55,12 @@ func (r rendered) decode(t *testing.T, key string, into any) {
 // capabilities, and the update protocol of the overlay.
 func TestAgentDaemonSet(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct{ overlay, protocol string }{
-		{"overlays/kubernetes", "--protocol=nodeward"},
-		{"overlays/openshift", "--protocol=mco"},
+	for _, c := range []struct {
+		overlay string
+		mco     bool // the agent speaks the Machine Config Operator's annotations
+	}{
+		{"overlays/kubernetes", false},
+		{"overlays/openshift", true},
 	} {
 		t.Run(c.overlay, func(t *testing.T) {
 			t.Parallel()
@@ -92,8 +95,8 @@ func TestAgentDaemonSet(t *testing.T) {
 			if agent.ReadinessProbe == nil {
 				t.Error("the agent has no readiness probe")
 			}
-			if !slices.Contains(agent.Args, c.protocol) {
-				t.Errorf("agent args %q lack %s", agent.Args, c.protocol)
+			if got := slices.Contains(agent.Args, "--protocol=mco"); got != c.mco {
+				t.Errorf("agent args %q: --protocol=mco present = %v, want %v", agent.Args, got, c.mco)
 			}
 			if !slices.ContainsFunc(agent.Env, func(e corev1.EnvVar) bool {
 				return e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName"

@@ -3,7 +3,6 @@ package deploy_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -188,11 +187,4 @@ func agentPodOn(t testing.TB, cp *cluster.ControlPlane, node string) string {
 		return false, nil
 	})
 	return name
-}
-
-func describe(obj boundTo) string {
-	if obj.kind == "" {
-		return "unbound"
-	}
-	return fmt.Sprintf("%s %s", obj.kind, obj.name)
 }

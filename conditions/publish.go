@@ -151,6 +151,9 @@ func (p *Publisher) WriteTaints(ctx context.Context, node *corev1.Node, conds []
 	if err != nil {
 		return nil, fmt.Errorf("update taints of node %s: %w", p.node, err)
 	}
+	if current == nil {
+		return nil, fmt.Errorf("update taints of node %s: no copy of the node after the retries", p.node)
+	}
 	return current, nil
 }
 

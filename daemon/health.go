@@ -185,6 +185,9 @@ func (h *Health) observeNode(obj any) {
 }
 
 func (h *Health) setNode(node *corev1.Node) {
+	if node == nil {
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.node != nil && h.node.UID == node.UID && newerVersion(h.node.ResourceVersion, node.ResourceVersion) {

@@ -1,0 +1,144 @@
+package health
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodeward/nodeward/test/cluster"
+)
+
+// BenchmarkAgentIdle runs the real `nodeward agent` binary against the
+// control plane with the default configuration (runtime probe off: no
+// containerd here) and measures, over an idle window
+// (NODEWARD_BENCH_IDLE, default 2m): RSS at the end, CPU as a share of one
+// core, and API requests per minute (all, and writes) from the agent's own
+// nodeward_api_requests_total. Run it with -benchtime 1x.
+func BenchmarkAgentIdle(b *testing.B) {
+	cp := env.ControlPlane(b)
+	ensureLeaseNamespace(b, cp.Client())
+	node := cp.CreateNodes(b, cluster.NodeSpec{Prefix: "bench-idle", Count: 1})[0]
+	idle := 2 * time.Minute
+	if v := os.Getenv("NODEWARD_BENCH_IDLE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatalf("NODEWARD_BENCH_IDLE: %v", err)
+		}
+		idle = d
+	}
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "nodeward")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/nodeward/nodeward/cmd/nodeward").CombinedOutput(); err != nil {
+		b.Fatalf("build nodeward: %v: %s", err, out)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cfgPath := filepath.Join(dir, "nodeward.yaml")
+	if err := os.WriteFile(cfgPath, []byte("runtime: {enabled: false}\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	agent := exec.Command(bin, "agent", "--kubeconfig", cp.KubeconfigPath(), "--node-name", node,
+		"--metrics-address", addr, "--config", cfgPath)
+	logFile, _ := os.Create(filepath.Join(dir, "agent.log"))
+	agent.Stdout, agent.Stderr = logFile, logFile
+	if err := agent.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { agent.Process.Signal(os.Interrupt); agent.Wait(); logFile.Close() })
+	cluster.WaitFor(b, 30*time.Second, "agent ready", func(ctx context.Context) (bool, error) {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	// Let start-up settle (first Lease, first publication) before the window.
+	time.Sleep(5 * time.Second)
+
+	b.ResetTimer()
+	cpu0, reqs0, writes0 := cpuSeconds(b, agent.Process.Pid), 0.0, 0.0
+	reqs0, writes0 = apiRequests(b, addr)
+	start := time.Now()
+	for range b.N {
+		time.Sleep(idle / time.Duration(b.N))
+	}
+	elapsed := time.Since(start)
+	cpu1 := cpuSeconds(b, agent.Process.Pid)
+	reqs1, writes1 := apiRequests(b, addr)
+	b.StopTimer()
+
+	minutes := elapsed.Minutes()
+	b.ReportMetric(rssMiB(b, agent.Process.Pid), "RSS-MiB")
+	b.ReportMetric(100*(cpu1-cpu0)/elapsed.Seconds(), "CPU-%")
+	b.ReportMetric((reqs1-reqs0)/minutes, "requests/min")
+	b.ReportMetric((writes1-writes0)/minutes, "writes/min")
+	b.ReportMetric(minutes, "idle-min")
+	b.ReportMetric(0, "ns/op")
+}
+
+func cpuSeconds(b *testing.B, pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the command name (which may hold spaces): utime is the
+	// 14th field overall, stime the 15th.
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / 100 // USER_HZ
+}
+
+func rssMiB(b *testing.B, pid int) float64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	b.Fatal("no VmRSS")
+	return 0
+}
+
+// apiRequests sums nodeward_api_requests_total: all methods, and the
+// writing ones.
+func apiRequests(b *testing.B, addr string) (all, writes float64) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	s := bufio.NewScanner(resp.Body)
+	for s.Scan() {
+		line := s.Text()
+		if !strings.HasPrefix(line, "nodeward_api_requests_total{") {
+			continue
+		}
+		v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		all += v
+		if !strings.Contains(line, `method="GET"`) {
+			writes += v
+		}
+	}
+	return all, writes
+}

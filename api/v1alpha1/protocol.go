@@ -1,0 +1,50 @@
+package v1alpha1
+
+// The node protocol between the coordinator and the agents: annotations on
+// each Node (docs/protocol.md). The coordinator writes the first group, the
+// agent the second; neither writes the other's keys.
+const (
+	protocolPrefix = "update.nodeward.io/"
+
+	// AnnotationTarget is the pool's OS target for the node (coordinator).
+	AnnotationTarget = protocolPrefix + "target"
+	// AnnotationGrant is present while the node holds a slot; its value
+	// names the grant (coordinator).
+	AnnotationGrant = protocolPrefix + "grant"
+	// AnnotationYieldOnDrainTimeout is "true" when a blocked drain gives the
+	// slot back (coordinator, from the pool's drain policy).
+	AnnotationYieldOnDrainTimeout = protocolPrefix + "yield-on-drain-timeout"
+	// AnnotationDrainTimeout bounds a blocked drain, a Go duration
+	// (coordinator).
+	AnnotationDrainTimeout = protocolPrefix + "drain-timeout"
+	// AnnotationHold, set by an operator, keeps the coordinator from
+	// granting the node.
+	AnnotationHold = protocolPrefix + "hold"
+	// AnnotationYieldedAt records when the node last gave its slot back, so
+	// it goes to the back of the queue (coordinator).
+	AnnotationYieldedAt = protocolPrefix + "yielded-at"
+
+	// AnnotationState is the agent's current step.
+	AnnotationState = protocolPrefix + "state"
+	// AnnotationStateTarget is the target the state refers to.
+	AnnotationStateTarget = protocolPrefix + "state-target"
+	// AnnotationStateGrant is the grant the state refers to.
+	AnnotationStateGrant = protocolPrefix + "state-grant"
+	// AnnotationStaged is the target staged on the node.
+	AnnotationStaged = protocolPrefix + "staged"
+	// AnnotationReason says why the node is Degraded, Yielded or waiting.
+	AnnotationReason = protocolPrefix + "reason"
+	// AnnotationUnavailableSince is when the node became unavailable for
+	// the current update (RFC 3339).
+	AnnotationUnavailableSince = protocolPrefix + "unavailable-since"
+)
+
+// Agent steps the coordinator reads from AnnotationState.
+const (
+	StepIdle     = "Idle"
+	StepStaging  = "Staging"
+	StepStaged   = "Staged"
+	StepDone     = "Done"
+	StepDegraded = "Degraded"
+	StepYielded  = "Yielded"
+)

@@ -1,0 +1,371 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+)
+
+// Options configure a Controller.
+type Options struct {
+	Client  kubernetes.Interface
+	Dynamic dynamic.Interface
+	Log     *slog.Logger
+	// Now is the clock; time.Now when nil (tests inject one for
+	// maintenance windows).
+	Now func() time.Time
+	// Resync re-plans every pool this often, which catches expiring agent
+	// Leases and opening maintenance windows. Default 5 s.
+	Resync  time.Duration
+	Metrics *Metrics
+}
+
+// Controller grants update slots. Run it only while holding leadership.
+type Controller struct {
+	opts    Options
+	queue   workqueue.TypedRateLimitingInterface[string]
+	nodes   cache.SharedIndexInformer
+	leases  cache.SharedIndexInformer
+	pools   cache.SharedIndexInformer
+	mu      sync.Mutex
+	pending map[string]string // node → grant written, not yet in the cache
+	grantN  int
+}
+
+// New builds a controller; Run starts it.
+func New(opts Options) *Controller {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Resync == 0 {
+		opts.Resync = 5 * time.Second
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(nil)
+	}
+	core := informers.NewSharedInformerFactory(opts.Client, 0)
+	leaseFactory := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
+		informers.WithNamespace(v1alpha1.AgentLeaseNamespace))
+	dyn := dynamicinformer.NewDynamicSharedInformerFactory(opts.Dynamic, 0)
+	c := &Controller{
+		opts:    opts,
+		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		nodes:   core.Core().V1().Nodes().Informer(),
+		leases:  leaseFactory.Coordination().V1().Leases().Informer(),
+		pools:   dyn.ForResource(v1alpha1.UpdatePoolResource()).Informer(),
+		pending: map[string]string{},
+	}
+	enqueueAll := func(any) { c.enqueuePools() }
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueueAll,
+		UpdateFunc: func(_, n any) { enqueueAll(n) },
+		DeleteFunc: enqueueAll,
+	}
+	_, _ = c.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.onNode,
+		UpdateFunc: func(_, n any) { c.onNode(n) },
+		DeleteFunc: c.onNode,
+	})
+	_, _ = c.leases.AddEventHandler(handler)
+	_, _ = c.pools.AddEventHandler(handler)
+	return c
+}
+
+// onNode drops the expectation a node event satisfies and re-plans the
+// pools. Every pool is enqueued: the queue folds duplicates, and a pool's
+// plan is linear in its nodes, so an event costs O(pools + nodes of the
+// pools), never O(N²).
+func (c *Controller) onNode(obj any) {
+	if node, ok := obj.(*corev1.Node); ok {
+		c.mu.Lock()
+		if g, ok := c.pending[node.Name]; ok && node.Annotations[v1alpha1.AnnotationGrant] == g {
+			delete(c.pending, node.Name)
+		}
+		c.mu.Unlock()
+	}
+	c.enqueuePools()
+}
+
+func (c *Controller) enqueuePools() {
+	for _, key := range c.pools.GetStore().ListKeys() {
+		c.queue.Add(key)
+	}
+}
+
+// Run syncs the caches from a fresh list (so a new leader sees every grant
+// its predecessor wrote), then reconciles until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	defer c.queue.ShutDown()
+	go c.nodes.RunWithContext(ctx)
+	go c.leases.RunWithContext(ctx)
+	go c.pools.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), c.nodes.HasSynced, c.leases.HasSynced, c.pools.HasSynced) {
+		return fmt.Errorf("sync caches: %w", ctx.Err())
+	}
+	c.opts.Log.Info("coordinator caches synced", "nodes", len(c.nodes.GetStore().ListKeys()),
+		"pools", len(c.pools.GetStore().ListKeys()))
+	go func() {
+		t := time.NewTicker(c.opts.Resync)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				c.enqueuePools()
+			}
+		}
+	}()
+	c.enqueuePools()
+	go func() { <-ctx.Done(); c.queue.ShutDown() }()
+	for c.processNext(ctx) {
+	}
+	return nil
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	if err := c.reconcile(ctx, key); err != nil {
+		c.opts.Log.Error("reconcile pool", "pool", key, "err", err)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+func (c *Controller) pool(key string) (*v1alpha1.UpdatePool, error) {
+	obj, exists, err := c.pools.GetStore().GetByKey(key)
+	if err != nil || !exists {
+		return nil, err
+	}
+	var pool v1alpha1.UpdatePool
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.(*unstructured.Unstructured).Object, &pool); err != nil {
+		return nil, fmt.Errorf("decode UpdatePool %s: %w", key, err)
+	}
+	return &pool, nil
+}
+
+// leaseOK reports whether node's agent renewed its Lease within the
+// Lease's duration.
+func (c *Controller) leaseOK(node string, now time.Time) bool {
+	obj, exists, _ := c.leases.GetStore().GetByKey(v1alpha1.AgentLeaseNamespace + "/" + v1alpha1.AgentLeaseName(node))
+	if !exists {
+		return false
+	}
+	spec := obj.(*coordinationv1.Lease).Spec
+	if spec.RenewTime == nil {
+		return false
+	}
+	d := time.Duration(v1alpha1.AgentLeaseDurationSeconds) * time.Second
+	if spec.LeaseDurationSeconds != nil {
+		d = time.Duration(*spec.LeaseDurationSeconds) * time.Second
+	}
+	return now.Before(spec.RenewTime.Add(d))
+}
+
+// poolNodes selects the pool's nodes and reports nodes that another pool
+// selects too; those are never granted.
+func (c *Controller) poolNodes(pool *v1alpha1.UpdatePool) ([]*corev1.Node, []string, error) {
+	sel, err := metav1.LabelSelectorAsSelector(pool.Spec.NodeSelector)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pool %s nodeSelector: %w", pool.Name, err)
+	}
+	var others []labels.Selector
+	for _, key := range c.pools.GetStore().ListKeys() {
+		if key == pool.Name {
+			continue
+		}
+		other, err := c.pool(key)
+		if err != nil || other == nil {
+			continue
+		}
+		if s, err := metav1.LabelSelectorAsSelector(other.Spec.NodeSelector); err == nil {
+			others = append(others, s)
+		}
+	}
+	var nodes []*corev1.Node
+	var overlapping []string
+	for _, obj := range c.nodes.GetStore().List() {
+		n := obj.(*corev1.Node)
+		set := labels.Set(n.Labels)
+		if !sel.Matches(set) {
+			continue
+		}
+		shared := false
+		for _, o := range others {
+			if o.Matches(set) {
+				shared = true
+				break
+			}
+		}
+		if shared {
+			overlapping = append(overlapping, n.Name)
+			continue
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes, overlapping, nil
+}
+
+func (c *Controller) reconcile(ctx context.Context, key string) error {
+	pool, err := c.pool(key)
+	if err != nil || pool == nil {
+		return err
+	}
+	now := c.opts.Now()
+	nodes, overlapping, err := c.poolNodes(pool)
+	if err != nil {
+		return err
+	}
+	views := make([]nodeView, 0, len(nodes))
+	var silent []*corev1.Node
+	for _, n := range nodes {
+		ok := c.leaseOK(n.Name, now)
+		if !ok {
+			silent = append(silent, n)
+		}
+		views = append(views, viewNode(n, ok))
+	}
+	c.mu.Lock()
+	pending := make(map[string]bool, len(c.pending))
+	for n := range c.pending {
+		pending[n] = true
+	}
+	c.mu.Unlock()
+	plan, err := planPool(pool, views, pending, now)
+	if err != nil {
+		return fmt.Errorf("plan pool %s: %w", pool.Name, err)
+	}
+	for _, n := range silent {
+		if err := markHealthUnknown(ctx, c.opts.Client, n, now); err != nil {
+			return err
+		}
+	}
+	if err := c.apply(ctx, pool, plan, now); err != nil {
+		return err
+	}
+	c.opts.Metrics.observe(pool.Name, plan)
+	return c.writeStatus(ctx, pool, plan, len(views), overlapping)
+}
+
+func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan *poolPlan, now time.Time) error {
+	coordinatorKeys := func() map[string]*string {
+		m := map[string]*string{v1alpha1.AnnotationTarget: &plan.target}
+		if d := pool.Spec.Drain; d != nil {
+			if d.Timeout != "" {
+				m[v1alpha1.AnnotationDrainTimeout] = &d.Timeout
+			}
+			yield := fmt.Sprint(d.OnTimeout == "Yield")
+			m[v1alpha1.AnnotationYieldOnDrainTimeout] = &yield
+		}
+		return m
+	}
+	for _, n := range plan.setTarget {
+		if err := patchNodeAnnotations(ctx, c.opts.Client, n, coordinatorKeys()); err != nil {
+			return err
+		}
+	}
+	yielded := map[string]bool{}
+	for _, n := range plan.yielded {
+		yielded[n] = true
+	}
+	for _, n := range plan.release {
+		set := map[string]*string{v1alpha1.AnnotationGrant: nil}
+		if yielded[n] {
+			at := now.UTC().Format(time.RFC3339)
+			set[v1alpha1.AnnotationYieldedAt] = &at
+		}
+		if err := patchNodeAnnotations(ctx, c.opts.Client, n, set); err != nil {
+			return err
+		}
+		c.opts.Log.Info("slot released", "pool", pool.Name, "node", n, "yielded", yielded[n])
+	}
+	for _, n := range plan.grant {
+		c.mu.Lock()
+		c.grantN++
+		grant := fmt.Sprintf("%s-%d-%d", ConfigName(pool.Spec), now.Unix(), c.grantN)
+		c.pending[n] = grant
+		c.mu.Unlock()
+		set := coordinatorKeys()
+		set[v1alpha1.AnnotationGrant] = &grant
+		set[v1alpha1.AnnotationYieldedAt] = nil
+		if err := patchNodeAnnotations(ctx, c.opts.Client, n, set); err != nil {
+			// The grant may or may not have landed: keep the expectation
+			// until the cache shows the node, erring on the safe side.
+			return err
+		}
+		c.opts.Metrics.grants.WithLabelValues(pool.Name).Inc()
+		c.opts.Log.Info("slot granted", "pool", pool.Name, "node", n, "grant", grant)
+	}
+	return nil
+}
+
+func patchNodeAnnotations(ctx context.Context, client kubernetes.Interface, node string, set map[string]*string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": set}})
+	if err != nil {
+		return fmt.Errorf("encode annotations for node %s: %w", node, err)
+	}
+	if _, err := client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("patch annotations of node %s: %w", node, err)
+	}
+	return nil
+}
+
+// markHealthUnknown sets the nodeward health conditions of a node whose
+// agent went silent to Unknown, as the node lifecycle controller does for a
+// silent kubelet, so stale health never looks fresh.
+func markHealthUnknown(ctx context.Context, client kubernetes.Interface, node *corev1.Node, now time.Time) error {
+	health := map[corev1.NodeConditionType]bool{}
+	for _, t := range v1alpha1.HealthConditions() {
+		health[t] = true
+	}
+	var conds []corev1.NodeCondition
+	for _, cond := range node.Status.Conditions {
+		if health[cond.Type] && cond.Status != corev1.ConditionUnknown {
+			conds = append(conds, corev1.NodeCondition{
+				Type: cond.Type, Status: corev1.ConditionUnknown, Reason: "AgentSilent",
+				Message:            "nodeward agent stopped renewing its liveness Lease",
+				LastHeartbeatTime:  metav1.NewTime(now),
+				LastTransitionTime: metav1.NewTime(now),
+			})
+		}
+	}
+	if len(conds) == 0 {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": conds}})
+	if err != nil {
+		return err
+	}
+	if _, err := client.CoreV1().Nodes().PatchStatus(ctx, node.Name, patch); err != nil {
+		return fmt.Errorf("mark health Unknown on silent node %s: %w", node.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,111 @@
+package coordinator
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+)
+
+// cordonedByAnnotation is where the agent records that nodeward (not an
+// admin) cordoned a node; the coordinator only reads it.
+const cordonedByAnnotation = "update.nodeward.io/cordoned-by"
+
+// zoneLabel is the well-known failure-domain label.
+const zoneLabel = "topology.kubernetes.io/zone"
+
+// nodeView is what the coordinator needs to know about one node, derived
+// from the Node object and the agent's liveness Lease.
+type nodeView struct {
+	name      string
+	zone      string
+	created   time.Time
+	ready     bool
+	cordoned  bool
+	byAdmin   bool // cordoned by someone other than nodeward
+	held      bool
+	leaseOK   bool // the agent's Lease is present and unexpired
+	unhealthy []string
+	grant     string
+	state     string
+	stateTgt  string
+	stateGrnt string
+	staged    string
+	target    string
+	yieldedAt time.Time
+	reason    string
+}
+
+func viewNode(node *corev1.Node, leaseOK bool) nodeView {
+	a := node.Annotations
+	v := nodeView{
+		name:      node.Name,
+		zone:      node.Labels[zoneLabel],
+		created:   node.CreationTimestamp.Time,
+		cordoned:  node.Spec.Unschedulable,
+		leaseOK:   leaseOK,
+		grant:     a[v1alpha1.AnnotationGrant],
+		state:     a[v1alpha1.AnnotationState],
+		stateTgt:  a[v1alpha1.AnnotationStateTarget],
+		stateGrnt: a[v1alpha1.AnnotationStateGrant],
+		staged:    a[v1alpha1.AnnotationStaged],
+		target:    a[v1alpha1.AnnotationTarget],
+		reason:    a[v1alpha1.AnnotationReason],
+	}
+	_, ours := a[cordonedByAnnotation]
+	v.byAdmin = v.cordoned && !ours
+	_, v.held = a[v1alpha1.AnnotationHold]
+	if t, err := time.Parse(time.RFC3339, a[v1alpha1.AnnotationYieldedAt]); err == nil {
+		v.yieldedAt = t
+	}
+	health := map[corev1.NodeConditionType]bool{}
+	for _, t := range v1alpha1.HealthConditions() {
+		health[t] = true
+	}
+	for _, c := range node.Status.Conditions {
+		switch {
+		case c.Type == corev1.NodeReady:
+			v.ready = c.Status == corev1.ConditionTrue
+		case c.Type == corev1.NodeDiskPressure || c.Type == corev1.NodeNetworkUnavailable || health[c.Type]:
+			if c.Status == corev1.ConditionTrue {
+				v.unhealthy = append(v.unhealthy, string(c.Type))
+			}
+		}
+	}
+	return v
+}
+
+// granted reports whether the node holds a slot.
+func (v nodeView) granted() bool { return v.grant != "" }
+
+// updated reports whether the node runs target and is back in service.
+func (v nodeView) updated(target string) bool {
+	return v.stateTgt == target && (v.state == v1alpha1.StepDone || v.state == v1alpha1.StepIdle)
+}
+
+// degraded reports whether the node failed on target.
+func (v nodeView) degraded(target string) bool {
+	return v.stateTgt == target && v.state == v1alpha1.StepDegraded
+}
+
+// unavailable implements the pool's disruption count: not Ready, under
+// pressure, cordoned, updating (granted), failing on the target, or with a
+// silent agent.
+func (v nodeView) unavailable(target string) (bool, string) {
+	switch {
+	case v.granted():
+		return true, "updating"
+	case !v.ready:
+		return true, "not Ready"
+	case v.cordoned:
+		return true, "cordoned"
+	case len(v.unhealthy) > 0:
+		return true, "unhealthy: " + v.unhealthy[0]
+	case v.degraded(target):
+		return true, "degraded: " + v.reason
+	case !v.leaseOK:
+		return true, "agent liveness Lease expired or missing"
+	}
+	return false, ""
+}

@@ -1,0 +1,184 @@
+package coordinator
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+)
+
+// ConfigName names a pool's target: a short hash of image and kernel
+// arguments, so that any change to either is a new rollout.
+func ConfigName(spec v1alpha1.UpdatePoolSpec) string {
+	h := sha256.New()
+	h.Write([]byte(spec.OSImage))
+	for _, k := range spec.KernelArguments {
+		h.Write([]byte{0})
+		h.Write([]byte(k))
+	}
+	return "nodeward-" + hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+// MaxUnavailable resolves the pool's budget over n nodes: an integer as is,
+// a percentage rounded down but at least 1, and never above 1 for the
+// control-plane pool.
+func MaxUnavailable(spec v1alpha1.UpdatePoolSpec, n int) (int, error) {
+	limit := 1
+	if mu := spec.MaxUnavailable; mu != nil {
+		switch mu.Type {
+		case intstr.Int:
+			if mu.IntVal < 0 {
+				return 0, fmt.Errorf("maxUnavailable %d: must not be negative", mu.IntVal)
+			}
+			limit = int(mu.IntVal)
+		case intstr.String:
+			pct, ok := strings.CutSuffix(mu.StrVal, "%")
+			var p int
+			if _, err := fmt.Sscanf(pct, "%d", &p); !ok || err != nil || p < 0 || p > 100 {
+				return 0, fmt.Errorf("maxUnavailable %q: want an integer or a percentage from 0%% to 100%%", mu.StrVal)
+			}
+			limit = max(1, int(math.Floor(float64(n)*float64(p)/100)))
+		}
+	}
+	if spec.ControlPlane {
+		limit = min(limit, 1)
+	}
+	return limit, nil
+}
+
+// poolPlan is what one reconcile of a pool decides.
+type poolPlan struct {
+	target      string
+	limit       int
+	unavailable map[string]string // node → why
+	grant       []string          // nodes to grant, in order
+	release     []string          // nodes whose slot is given back
+	yielded     []string          // released because the agent yielded
+	setTarget   []string          // nodes whose target annotation is stale
+	updated     int
+	ready       int
+	degraded    []string
+	waiting     string // why no grant was made although nodes need one
+}
+
+// planPool decides grants and releases for one pool. pending holds grants
+// written but not yet seen in the cache (expectations): they count as
+// unavailable, so a stale cache can never push the pool past its budget.
+func planPool(pool *v1alpha1.UpdatePool, nodes []nodeView, pending map[string]bool, now time.Time) (*poolPlan, error) {
+	target := pool.Spec.OSImage
+	limit, err := MaxUnavailable(pool.Spec, len(nodes))
+	if err != nil {
+		return nil, err
+	}
+	p := &poolPlan{target: target, limit: limit, unavailable: map[string]string{}}
+	busyZones := map[string]bool{}
+	var candidates []nodeView
+	for _, n := range nodes {
+		if n.target != target && target != "" {
+			p.setTarget = append(p.setTarget, n.name)
+		}
+		if n.granted() && n.stateGrnt == n.grant && n.stateTgt == target &&
+			(n.state == v1alpha1.StepDone || n.state == v1alpha1.StepYielded) {
+			p.release = append(p.release, n.name)
+			if n.state == v1alpha1.StepYielded {
+				p.yielded = append(p.yielded, n.name)
+			}
+			continue // released now; counted available from the next event
+		}
+		if n.updated(target) {
+			p.updated++
+		}
+		if n.degraded(target) {
+			p.degraded = append(p.degraded, n.name)
+		}
+		if pending[n.name] {
+			p.unavailable[n.name] = "updating (grant not yet observed)"
+			busyZones[n.zone] = true
+			continue
+		}
+		if down, why := n.unavailable(target); down {
+			p.unavailable[n.name] = why
+			if n.granted() {
+				busyZones[n.zone] = true
+			}
+			continue
+		}
+		p.ready++
+		if !n.updated(target) && !n.held && target != "" {
+			candidates = append(candidates, n)
+		}
+	}
+	if target == "" || len(candidates) == 0 {
+		return p, nil
+	}
+	switch open, err := inWindow(pool.Spec.MaintenanceWindows, now); {
+	case err != nil:
+		return nil, err
+	case pool.Spec.Paused:
+		p.waiting = "pool is paused"
+		return p, nil
+	case !open:
+		p.waiting = "outside every maintenance window"
+		return p, nil
+	}
+	free := limit - len(p.unavailable)
+	if free <= 0 {
+		p.waiting = fmt.Sprintf("%d of at most %d nodes unavailable", len(p.unavailable), limit)
+		return p, nil
+	}
+	p.grant = pickGrants(candidates, busyZones, free)
+	return p, nil
+}
+
+// pickGrants orders candidates — staged first, then nodes that never
+// yielded before those that did, then oldest — and confines concurrent
+// updates to one zone: the zone already updating, else the first zone in
+// name order that has a candidate.
+func pickGrants(candidates []nodeView, busyZones map[string]bool, free int) []string {
+	zone, found := "", false
+	if len(busyZones) > 0 {
+		zones := make([]string, 0, len(busyZones))
+		for z := range busyZones {
+			zones = append(zones, z)
+		}
+		sort.Strings(zones)
+		zone, found = zones[0], true
+	} else {
+		for _, c := range candidates {
+			if !found || c.zone < zone {
+				zone, found = c.zone, true
+			}
+		}
+	}
+	var inZone []nodeView
+	for _, c := range candidates {
+		if c.zone == zone {
+			inZone = append(inZone, c)
+		}
+	}
+	sort.Slice(inZone, func(i, j int) bool {
+		a, b := inZone[i], inZone[j]
+		if as, bs := a.staged == a.target && a.target != "", b.staged == b.target && b.target != ""; as != bs {
+			return as
+		}
+		if !a.yieldedAt.Equal(b.yieldedAt) {
+			return a.yieldedAt.Before(b.yieldedAt)
+		}
+		if !a.created.Equal(b.created) {
+			return a.created.Before(b.created)
+		}
+		return a.name < b.name
+	})
+	out := make([]string, 0, min(free, len(inZone)))
+	for _, c := range inZone[:min(free, len(inZone))] {
+		out = append(out, c.name)
+	}
+	return out
+}

@@ -1,0 +1,160 @@
+package coordinator
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+)
+
+func pool(mu intstr.IntOrString, mut ...func(*v1alpha1.UpdatePoolSpec)) *v1alpha1.UpdatePool {
+	p := &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.UpdatePoolSpec{
+		OSImage: "quay.io/os:2", MaxUnavailable: &mu,
+	}}
+	for _, m := range mut {
+		m(&p.Spec)
+	}
+	return p
+}
+
+func healthy(n int, zones ...string) []nodeView {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	out := make([]nodeView, n)
+	for i := range out {
+		out[i] = nodeView{name: fmt.Sprintf("n%02d", i), ready: true, leaseOK: true,
+			created: base.Add(time.Duration(i) * time.Minute), target: "quay.io/os:2"}
+		if len(zones) > 0 {
+			out[i].zone = zones[i%len(zones)]
+		}
+	}
+	return out
+}
+
+var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC) // a Sunday
+
+func TestMaxUnavailableResolution(t *testing.T) {
+	for _, tc := range []struct {
+		mu   intstr.IntOrString
+		cp   bool
+		n    int
+		want int
+	}{
+		{intstr.FromInt32(3), false, 10, 3},
+		{intstr.FromString("20%"), false, 50, 10},
+		{intstr.FromString("20%"), false, 4, 1}, // rounds down to 0, minimum 1
+		{intstr.FromString("0%"), false, 10, 1},
+		{intstr.FromInt32(0), false, 10, 0},
+		{intstr.FromInt32(5), true, 10, 1}, // control plane: one at a time
+		{intstr.FromString("100%"), true, 3, 1},
+	} {
+		got, err := MaxUnavailable(pool(tc.mu, func(s *v1alpha1.UpdatePoolSpec) { s.ControlPlane = tc.cp }).Spec, tc.n)
+		if err != nil || got != tc.want {
+			t.Errorf("MaxUnavailable(%v, cp=%v, n=%d) = %d, %v; want %d", tc.mu.String(), tc.cp, tc.n, got, err, tc.want)
+		}
+	}
+	for _, bad := range []intstr.IntOrString{intstr.FromString("120%"), intstr.FromString("ten"), intstr.FromInt32(-1)} {
+		if _, err := MaxUnavailable(pool(bad).Spec, 10); err == nil {
+			t.Errorf("MaxUnavailable(%s): want an error", bad.String())
+		}
+	}
+}
+
+func TestPlanGrantsUpToBudgetAndCountsUnavailable(t *testing.T) {
+	nodes := healthy(10)
+	nodes[0].ready = false                           // counts against the budget
+	nodes[1].grant, nodes[1].state = "g", "Draining" // updating
+	p, err := planPool(pool(intstr.FromInt32(3)), nodes, map[string]bool{"n02": true}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.unavailable) != 3 || len(p.grant) != 0 {
+		t.Fatalf("3 unavailable (not Ready, granted, pending) of 3: want no grant, got unavailable=%v grant=%v", p.unavailable, p.grant)
+	}
+	p, _ = planPool(pool(intstr.FromInt32(5)), nodes, map[string]bool{"n02": true}, now)
+	if len(p.grant) != 2 || p.grant[0] != "n03" || p.grant[1] != "n04" {
+		t.Fatalf("budget 5 with 3 unavailable: want the two oldest (n03, n04), got %v", p.grant)
+	}
+}
+
+func TestPlanSkipsAdminCordonedHeldSilentAndPaused(t *testing.T) {
+	nodes := healthy(4)
+	nodes[0].cordoned, nodes[0].byAdmin = true, true
+	nodes[1].held = true
+	nodes[2].leaseOK = false
+	p, _ := planPool(pool(intstr.FromInt32(10)), nodes, nil, now)
+	if len(p.grant) != 1 || p.grant[0] != "n03" {
+		t.Fatalf("want only n03 granted, got %v", p.grant)
+	}
+	p, _ = planPool(pool(intstr.FromInt32(10), func(s *v1alpha1.UpdatePoolSpec) { s.Paused = true }), healthy(3), nil, now)
+	if len(p.grant) != 0 || p.waiting != "pool is paused" {
+		t.Fatalf("paused pool: want no grant, got %v (%q)", p.grant, p.waiting)
+	}
+}
+
+func TestPlanConfinesGrantsToOneZoneAndPrefersStaged(t *testing.T) {
+	nodes := healthy(6, "b", "a")
+	nodes[4].staged = "quay.io/os:2" // zone b, staged: first
+	p, _ := planPool(pool(intstr.FromInt32(4)), nodes, nil, now)
+	// No zone busy: zone "a" comes first by name; its nodes are n01 n03 n05.
+	if fmt.Sprint(p.grant) != "[n01 n03 n05]" {
+		t.Fatalf("want zone a only, oldest first, got %v", p.grant)
+	}
+	nodes[0].grant = "g" // zone b busy now
+	p, _ = planPool(pool(intstr.FromInt32(4)), nodes, nil, now)
+	if fmt.Sprint(p.grant) != "[n04 n02]" {
+		t.Fatalf("zone b busy: want staged n04 first, then n02, got %v", p.grant)
+	}
+}
+
+func TestPlanReleasesDoneAndYieldedAndQueuesYieldedLast(t *testing.T) {
+	nodes := healthy(3)
+	for i := range nodes[:2] {
+		nodes[i].grant, nodes[i].stateGrnt, nodes[i].stateTgt = "g", "g", "quay.io/os:2"
+	}
+	nodes[0].state, nodes[1].state = "Done", "Yielded"
+	p, _ := planPool(pool(intstr.FromInt32(1)), nodes, nil, now)
+	if fmt.Sprint(p.release) != "[n00 n01]" || fmt.Sprint(p.yielded) != "[n01]" {
+		t.Fatalf("release=%v yielded=%v", p.release, p.yielded)
+	}
+	fresh := healthy(3)
+	fresh[0].yieldedAt = now.Add(-time.Minute)
+	p, _ = planPool(pool(intstr.FromInt32(1)), fresh, nil, now)
+	if fmt.Sprint(p.grant) != "[n01]" {
+		t.Fatalf("a node that yielded goes to the back of the queue: got %v", p.grant)
+	}
+}
+
+func TestPlanHonoursMaintenanceWindows(t *testing.T) {
+	win := func(days []string, start, dur, tz string) *v1alpha1.UpdatePool {
+		return pool(intstr.FromInt32(1), func(s *v1alpha1.UpdatePoolSpec) {
+			s.MaintenanceWindows = []v1alpha1.MaintenanceWindow{{Days: days, Start: start, Duration: dur, TimeZone: tz}}
+		})
+	}
+	for _, tc := range []struct {
+		p    *v1alpha1.UpdatePool
+		open bool
+	}{
+		{win(nil, "11:00", "2h", ""), true},
+		{win(nil, "13:00", "2h", ""), false},
+		{win([]string{"Sat"}, "22:00", "16h", ""), true}, // opened yesterday, still open
+		{win([]string{"Mon"}, "11:00", "2h", ""), false},
+		{win(nil, "12:30", "1h", "Europe/Berlin"), true}, // 12:00 UTC is 13:00 in Berlin: open there, not in UTC
+	} {
+		p, err := planPool(tc.p, healthy(1), nil, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(p.grant) == 1; got != tc.open {
+			w := tc.p.Spec.MaintenanceWindows[0]
+			t.Errorf("window %v %s+%s %s at %s: granted=%v, want %v", w.Days, w.Start, w.Duration, w.TimeZone, now, got, tc.open)
+		}
+	}
+	_, err := planPool(win(nil, "11:00", "2h", "Mars/Olympus"), healthy(1), nil, now)
+	if err == nil {
+		t.Fatal("unknown time zone: want an error naming it")
+	}
+}

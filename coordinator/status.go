@@ -1,0 +1,99 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+)
+
+// writeStatus publishes the pool's counts and conditions; it writes only
+// when something changed.
+func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.UpdatePool, plan *poolPlan, machines int, overlapping []string) error {
+	st := v1alpha1.UpdatePoolStatus{
+		ObservedGeneration:      pool.Generation,
+		ConfigName:              ConfigName(pool.Spec),
+		MachineCount:            int32(machines),
+		UpdatedMachineCount:     int32(plan.updated),
+		ReadyMachineCount:       int32(plan.ready),
+		UnavailableMachineCount: int32(len(plan.unavailable) + len(plan.grant)),
+		DegradedMachineCount:    int32(len(plan.degraded)),
+		Conditions:              append([]metav1.Condition(nil), pool.Status.Conditions...),
+	}
+	set := func(t string, ok bool, reason, msg string) {
+		status := metav1.ConditionFalse
+		if ok {
+			status = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: pool.Generation,
+		})
+	}
+	allUpdated := plan.updated == machines
+	set(v1alpha1.PoolUpdated, allUpdated, map[bool]string{true: "AllNodesUpdated", false: "NodesPending"}[allUpdated],
+		fmt.Sprintf("%d of %d nodes run %s", plan.updated, machines, st.ConfigName))
+	updating := !allUpdated && !pool.Spec.Paused
+	msg := fmt.Sprintf("%d of at most %d nodes unavailable: %s", st.UnavailableMachineCount, plan.limit, describe(plan.unavailable, plan.grant))
+	if plan.waiting != "" {
+		msg += "; waiting: " + plan.waiting
+	}
+	set(v1alpha1.PoolUpdating, updating, map[bool]string{true: "RollingOut", false: "Idle"}[updating], msg)
+	degradedMsg := "no node failed"
+	if len(plan.degraded) > 0 {
+		degradedMsg = "failed on the target: " + strings.Join(plan.degraded, ", ")
+	}
+	if len(overlapping) > 0 {
+		sort.Strings(overlapping)
+		degradedMsg += "; nodes selected by another pool too (never granted): " + strings.Join(overlapping, ", ")
+	}
+	bad := len(plan.degraded) > 0 || len(overlapping) > 0
+	set(v1alpha1.PoolDegraded, bad, map[bool]string{true: "NodesDegraded", false: "AsExpected"}[bad], degradedMsg)
+	if len(overlapping) > 0 && len(plan.degraded) == 0 {
+		meta.FindStatusCondition(st.Conditions, v1alpha1.PoolDegraded).Reason = "OverlappingPools"
+	}
+	if equality.Semantic.DeepEqual(st, pool.Status) {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"status": st})
+	if err != nil {
+		return err
+	}
+	_, err = c.opts.Dynamic.Resource(v1alpha1.UpdatePoolResource()).Patch(ctx, pool.Name, types.MergePatchType, patch,
+		metav1.PatchOptions{}, "status")
+	if err != nil {
+		return fmt.Errorf("write status of pool %s: %w", pool.Name, err)
+	}
+	return nil
+}
+
+// describe lists unavailable nodes with their reasons, bounded so a large
+// pool's message stays readable.
+func describe(unavailable map[string]string, granting []string) string {
+	names := make([]string, 0, len(unavailable))
+	for n := range unavailable {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var parts []string
+	for _, n := range names {
+		parts = append(parts, n+" ("+unavailable[n]+")")
+	}
+	for _, n := range granting {
+		parts = append(parts, n+" (granted now)")
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	if len(parts) > 10 {
+		parts = append(parts[:10], fmt.Sprintf("and %d more", len(parts)-10))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -34,8 +34,8 @@ func (p *MemoryProbe) Notify(ctx context.Context, wake chan<- struct{}) error {
 	if p.cfg.Trigger == "" {
 		return fmt.Errorf("no PSI trigger configured")
 	}
-	err := psiTrigger{path: pressurePath(p.procRoot, "memory"), trigger: p.cfg.Trigger}.watch(ctx, wake)
-	return err
+	armed := func(on bool) { p.metrics.psiTriggerActive.Set(boolFloat(on)) }
+	return psiTrigger{path: pressurePath(p.procRoot, "memory"), trigger: p.cfg.Trigger, armed: armed}.watch(ctx, wake)
 }
 
 // Sample reads meminfo and, when present, memory PSI. Without meminfo the

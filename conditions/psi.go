@@ -38,6 +38,8 @@ func ValidatePSITrigger(trigger string) error {
 type psiTrigger struct {
 	path    string
 	trigger string
+	// armed, when set, is called once the kernel accepted the trigger.
+	armed func(bool)
 }
 
 // watch registers the trigger and blocks until ctx ends. It returns at once
@@ -62,6 +64,10 @@ func (p psiTrigger) watch(ctx context.Context, wake chan<- struct{}) error {
 			return fmt.Errorf("write PSI trigger %q: %w (unprivileged windows must be multiples of 2 s)", p.trigger, err)
 		}
 		return fmt.Errorf("write PSI trigger %q: %w", p.trigger, err)
+	}
+	if p.armed != nil {
+		p.armed(true)
+		defer p.armed(false)
 	}
 	// A pipe lets ctx interrupt poll without a timeout loop.
 	var pipe [2]int

@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+
+	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 )
 
 // AnnotationKeys names the node annotations of the agent's side of the
@@ -27,14 +29,15 @@ type AnnotationKeys struct {
 	Unavailable  string // agent: RFC 3339 time the node became unavailable for this update
 }
 
-// DefaultAnnotationKeys are the agent's annotations under nodeward.io.
+// DefaultAnnotationKeys are the protocol's annotations (api/v1alpha1,
+// docs/protocol.md).
 func DefaultAnnotationKeys() AnnotationKeys {
-	const p = "update.nodeward.io/"
 	return AnnotationKeys{
-		Target: p + "target", Grant: p + "grant", YieldOnDrain: p + "yield-on-drain-timeout",
-		DrainTimeout: p + "drain-timeout",
-		State:        p + "state", StateTarget: p + "state-target", StateGrant: p + "state-grant",
-		StagedTarget: p + "staged", Reason: p + "reason", Unavailable: p + "unavailable-since",
+		Target: v1alpha1.AnnotationTarget, Grant: v1alpha1.AnnotationGrant,
+		YieldOnDrain: v1alpha1.AnnotationYieldOnDrainTimeout, DrainTimeout: v1alpha1.AnnotationDrainTimeout,
+		State: v1alpha1.AnnotationState, StateTarget: v1alpha1.AnnotationStateTarget,
+		StateGrant: v1alpha1.AnnotationStateGrant, StagedTarget: v1alpha1.AnnotationStaged,
+		Reason: v1alpha1.AnnotationReason, Unavailable: v1alpha1.AnnotationUnavailableSince,
 	}
 }
 

@@ -37,6 +37,10 @@ type Options struct {
 	// Leases and opening maintenance windows. Default 5 s.
 	Resync  time.Duration
 	Metrics *Metrics
+	// PoolLabelSelector restricts the coordinator to the pools it selects
+	// (empty: all). Two coordinators must never share a pool; this lets
+	// tests run one coordinator per scenario on one cluster.
+	PoolLabelSelector string
 }
 
 // Controller grants update slots. Run it only while holding leadership.
@@ -68,7 +72,8 @@ func New(opts Options) *Controller {
 	core := informers.NewSharedInformerFactory(opts.Client, 0)
 	leaseFactory := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
 		informers.WithNamespace(v1alpha1.AgentLeaseNamespace))
-	dyn := dynamicinformer.NewDynamicSharedInformerFactory(opts.Dynamic, 0)
+	dyn := dynamicinformer.NewFilteredDynamicSharedInformerFactory(opts.Dynamic, 0, metav1.NamespaceAll,
+		func(o *metav1.ListOptions) { o.LabelSelector = opts.PoolLabelSelector })
 	c := &Controller{
 		opts:    opts,
 		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),

@@ -1,0 +1,241 @@
+package coordinator_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/coordinator"
+	"github.com/nodeward/nodeward/test/cluster"
+)
+
+var env cluster.Env
+
+func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+
+var crdOnce sync.Once
+
+// setup installs the UpdatePool CRD once per package and the agents' Lease
+// namespace.
+func setup(t *testing.T) (*cluster.ControlPlane, dynamic.Interface) {
+	t.Helper()
+	cp := env.ControlPlane(t)
+	dyn, err := dynamic.NewForConfig(cp.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	crdOnce.Do(func() {
+		data, err := os.ReadFile("../manifests/crds/nodeward.io_updatepools.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var obj map[string]any
+		if err := yaml.Unmarshal(data, &obj); err != nil {
+			t.Fatal(err)
+		}
+		crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+		if _, err := dyn.Resource(crds).Create(context.Background(), &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("install UpdatePool CRD: %v", err)
+		}
+		cluster.WaitFor(t, 30*time.Second, "UpdatePool CRD served", func(ctx context.Context) (bool, error) {
+			_, err := dyn.Resource(v1alpha1.UpdatePoolResource()).List(ctx, metav1.ListOptions{})
+			return err == nil, err
+		})
+		_, err = cp.Client().CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
+			ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.AgentLeaseNamespace}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	})
+	return cp, dyn
+}
+
+// suiteLabel keeps each test's coordinator on its own pools: the package's
+// tests share one cluster, and two coordinators must never share a pool.
+const suiteLabel = "nodeward.test/suite"
+
+func createPool(t *testing.T, dyn dynamic.Interface, suite string, pool *v1alpha1.UpdatePool) {
+	t.Helper()
+	pool.Labels = map[string]string{suiteLabel: suite}
+	pool.TypeMeta = metav1.TypeMeta{APIVersion: v1alpha1.GroupName + "/" + v1alpha1.Version, Kind: "UpdatePool"}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(v1alpha1.UpdatePoolResource()).Create(context.Background(),
+		&unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create pool %s: %v", pool.Name, err)
+	}
+	t.Cleanup(func() {
+		_ = dyn.Resource(v1alpha1.UpdatePoolResource()).Delete(context.Background(), pool.Name, metav1.DeleteOptions{})
+	})
+}
+
+// renewLeases stands in for the agents' liveness Leases.
+func renewLeases(t *testing.T, cp *cluster.ControlPlane, nodes []string) {
+	t.Helper()
+	for _, n := range nodes {
+		_, err := cp.Client().CoordinationV1().Leases(v1alpha1.AgentLeaseNamespace).Create(context.Background(), &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.AgentLeaseName(n)},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(n), LeaseDurationSeconds: ptr.To[int32](3600),
+				RenewTime: &metav1.MicroTime{Time: time.Now()}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("create Lease for %s: %v", n, err)
+		}
+	}
+}
+
+func patchAnnotations(ctx context.Context, cp *cluster.ControlPlane, node string, set map[string]any) error {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": set}})
+	_, err := cp.Client().CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
+// simulateAgents plays the agents of nodes carrying label group=prefix: a
+// granted node reports Draining at once, then Done for its grant after a
+// random delay, so nodes finish in random order.
+func simulateAgents(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, prefix string, maxDelay time.Duration) {
+	w, err := cp.Client().CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: cluster.GroupLabel + "=" + prefix})
+	if err != nil {
+		t.Errorf("watch nodes: %v", err)
+		return
+	}
+	seen := map[string]bool{}
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			node, ok := ev.Object.(*corev1.Node)
+			if !ok || ev.Type == watch.Deleted {
+				continue
+			}
+			grant := node.Annotations[v1alpha1.AnnotationGrant]
+			if grant == "" || seen[grant] {
+				continue
+			}
+			seen[grant] = true
+			target := node.Annotations[v1alpha1.AnnotationTarget]
+			go func(name string) {
+				_ = patchAnnotations(ctx, cp, name, map[string]any{v1alpha1.AnnotationState: "Draining",
+					v1alpha1.AnnotationStateTarget: target, v1alpha1.AnnotationStateGrant: grant})
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(rand.N(maxDelay)):
+				}
+				_ = patchAnnotations(ctx, cp, name, map[string]any{v1alpha1.AnnotationState: v1alpha1.StepDone,
+					v1alpha1.AnnotationStateTarget: target, v1alpha1.AnnotationStateGrant: grant})
+			}(node.Name)
+		}
+	}()
+}
+
+// watchInvariant asserts at every node event that at most limit nodes of the
+// group hold a grant or are cordoned or not Ready, and returns the maximum
+// it saw.
+func watchInvariant(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, prefix string, limit int) *atomic.Int32 {
+	var peak atomic.Int32
+	w, err := cp.Client().CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: cluster.GroupLabel + "=" + prefix})
+	if err != nil {
+		t.Fatalf("watch nodes: %v", err)
+	}
+	go func() {
+		defer w.Stop()
+		down := map[string]bool{}
+		for ev := range w.ResultChan() {
+			node, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				continue
+			}
+			_, granted := node.Annotations[v1alpha1.AnnotationGrant]
+			down[node.Name] = ev.Type != watch.Deleted && (granted || node.Spec.Unschedulable || !cluster.NodeReady(node))
+			n := 0
+			for _, d := range down {
+				if d {
+					n++
+				}
+			}
+			if int32(n) > peak.Load() {
+				peak.Store(int32(n))
+			}
+			if n > limit {
+				t.Errorf("invariant broken: %d nodes of %s unavailable, maxUnavailable %d", n, prefix, limit)
+			}
+		}
+	}()
+	return &peak
+}
+
+func runCoordinator(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, dyn dynamic.Interface, suite string) {
+	c := coordinator.New(coordinator.Options{Client: cp.Client(), Dynamic: dyn, Resync: time.Second,
+		PoolLabelSelector: suiteLabel + "=" + suite,
+		Log:               slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	go func() {
+		if err := c.Run(ctx); err != nil && ctx.Err() == nil {
+			t.Errorf("coordinator: %v", err)
+		}
+	}()
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func waitUpdated(t *testing.T, cp *cluster.ControlPlane, dyn dynamic.Interface, pool string, want int, timeout time.Duration) {
+	t.Helper()
+	cluster.WaitFor(t, timeout, fmt.Sprintf("pool %s: %d nodes updated", pool, want), func(ctx context.Context) (bool, error) {
+		obj, err := dyn.Resource(v1alpha1.UpdatePoolResource()).Get(ctx, pool, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		n, _, _ := unstructured.NestedInt64(obj.Object, "status", "updatedMachineCount")
+		return int(n) == want, fmt.Errorf("updatedMachineCount %d", n)
+	})
+}
+
+func TestRolloutOf50NodesNeverExceedsMaxUnavailable(t *testing.T) {
+	t.Parallel()
+	cp, dyn := setup(t)
+	const prefix = "roll50"
+	nodes := cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 50, Zones: []string{"z1", "z2", "z3"}})
+	renewLeases(t, cp, nodes)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	peak := watchInvariant(ctx, t, cp, prefix, 10)
+	simulateAgents(ctx, t, cp, prefix, 400*time.Millisecond)
+	createPool(t, dyn, prefix, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: prefix}},
+		OSImage:      "quay.io/fedora/fedora-coreos:43", MaxUnavailable: ptr.To(intstrPercent("20%")),
+	}})
+	runCoordinator(ctx, t, cp, dyn, prefix)
+	waitUpdated(t, cp, dyn, prefix, 50, 3*time.Minute)
+	if peak.Load() < 2 {
+		t.Errorf("peak concurrency %d: the rollout never ran nodes in parallel", peak.Load())
+	}
+	t.Logf("peak unavailable %d of budget 10", peak.Load())
+}

@@ -1,0 +1,5 @@
+package coordinator_test
+
+import "k8s.io/apimachinery/pkg/util/intstr"
+
+func intstrPercent(s string) intstr.IntOrString { return intstr.FromString(s) }

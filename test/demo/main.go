@@ -1,8 +1,8 @@
 // Command demo rolls a new OS out over simulated nodes on a real local
-// control plane: kube-apiserver, etcd, the controllers and kwok nodes, one
-// nodeward update agent per node on its own simulated rpm-ostree host, a
-// stand-in coordinator holding maxUnavailable, and real pods that the drains
-// evict. It prints live progress and a summary, and stops everything it
+// control plane: etcd, kube-apiserver, the controllers and kwok nodes, one
+// nodeward update agent per node on its own simulated rpm-ostree host, real
+// pods under a PDB that the drains evict, nodeward's coordinator and an
+// UpdatePool. It prints live progress and a summary, and stops everything it
 // started before it exits (also on Ctrl-C).
 //
 //	NODEWARD_TESTBIN_DIR=... go run ./test/demo -nodes 6 -max-unavailable 2
@@ -24,6 +24,13 @@ import (
 	"syscall"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/coordinator"
 	"github.com/nodeward/nodeward/test/cluster"
 	"github.com/nodeward/nodeward/test/e2e"
 )
@@ -93,6 +100,16 @@ func run(ctx context.Context, o options) error {
 	if err := startWorkload(ctx, cp, group, o.pods); err != nil {
 		return err
 	}
+	dyn, err := dynamic.NewForConfig(cp.Config())
+	if err != nil {
+		return err
+	}
+	if err := e2e.InstallPoolAPI(ctx, cp.Client(), dyn, "manifests/crds/nodeward.io_updatepools.yaml"); err != nil {
+		return fmt.Errorf("%w (run the demo from the repository root)", err)
+	}
+	if err := e2e.CreateAgentLeases(ctx, cp.Client(), names); err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if o.logs {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -122,11 +139,25 @@ func run(ctx context.Context, o options) error {
 	tracker := newTracker(cp.Client(), group)
 	go tracker.run(agentsCtx)
 	fmt.Printf("%d nodes Ready, %d pods running, one agent per node on os-1\n", len(names), o.pods)
-	fmt.Printf("rolling out os-2 with maxUnavailable %d (download %s, reboot %s)\n\n", o.maxUnavailable, o.download, o.reboot)
+	fmt.Printf("UpdatePool %q: rolling out os-2 with maxUnavailable %d (download %s, reboot %s)\n\n", group, o.maxUnavailable, o.download, o.reboot)
 	start := time.Now()
-	granter := &e2e.Granter{Client: cp.Client(), Selector: cluster.GroupLabel + "=" + group, Target: "os-2",
-		MaxUnavailable: o.maxUnavailable, Keys: tracker.keys}
-	wg.Go(func() { granter.Run(agentsCtx, 200*time.Millisecond) })
+	coord := coordinator.New(coordinator.Options{Client: cp.Client(), Dynamic: dyn, Resync: time.Second, Log: log})
+	wg.Go(func() {
+		if err := coord.Run(agentsCtx); err != nil && agentsCtx.Err() == nil {
+			fmt.Fprintln(os.Stderr, "demo: coordinator:", err)
+		}
+	})
+	pool := &v1alpha1.UpdatePool{
+		ObjectMeta: metav1.ObjectMeta{Name: group},
+		Spec: v1alpha1.UpdatePoolSpec{
+			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: group}},
+			OSImage:        "os-2",
+			MaxUnavailable: ptr.To(intstr.FromInt(o.maxUnavailable)),
+		},
+	}
+	if err := e2e.CreatePool(ctx, dyn, pool); err != nil {
+		return err
+	}
 
 	deadline := time.After(o.timeout)
 	tick := time.NewTicker(time.Second)

@@ -4,22 +4,14 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/coordinator"
@@ -38,45 +30,12 @@ func installPoolAPI(t *testing.T, cp *cluster.ControlPlane) dynamic.Interface {
 		t.Fatal(err)
 	}
 	crdOnce.Do(func() {
-		data, err := os.ReadFile("../../manifests/crds/nodeward.io_updatepools.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var obj map[string]any
-		if err := yaml.Unmarshal(data, &obj); err != nil {
-			t.Fatal(err)
-		}
-		crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-		if _, err := dyn.Resource(crds).Create(context.Background(), &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("install UpdatePool CRD: %v", err)
-		}
-		_, err = cp.Client().CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
-			ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.AgentLeaseNamespace}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
+		err = InstallPoolAPI(context.Background(), cp.Client(), dyn, "../../manifests/crds/nodeward.io_updatepools.yaml")
 	})
-	cluster.WaitFor(t, 30*time.Second, "UpdatePool CRD served", func(ctx context.Context) (bool, error) {
-		_, err := dyn.Resource(v1alpha1.UpdatePoolResource()).List(ctx, metav1.ListOptions{})
-		return err == nil, err
-	})
-	return dyn
-}
-
-// agentLeases stands in for the health side of the agents, which renews
-// each node's liveness Lease (the update agents under test do not).
-func agentLeases(t *testing.T, cp *cluster.ControlPlane, nodes []string) {
-	t.Helper()
-	for _, n := range nodes {
-		_, err := cp.Client().CoordinationV1().Leases(v1alpha1.AgentLeaseNamespace).Create(context.Background(), &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.AgentLeaseName(n)},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(n), LeaseDurationSeconds: ptr.To[int32](3600),
-				RenewTime: &metav1.MicroTime{Time: time.Now()}},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatalf("create Lease for %s: %v", n, err)
-		}
+	if err != nil {
+		t.Fatal(err)
 	}
+	return dyn
 }
 
 // runCoordinator runs nodeward's coordinator in-process until the returned
@@ -106,11 +65,12 @@ func TestRolloutWithCoordinator(t *testing.T) {
 	t.Parallel()
 	p := newPool(t, "coord", poolOptions{count: 10, maxUnavailable: 3, spec: cluster.NodeSpec{Zones: []string{"a", "b"}}})
 	dyn := installPoolAPI(t, p.cp)
-	agentLeases(t, p.cp, p.names)
+	if err := CreateAgentLeases(context.Background(), p.cp.Client(), p.names); err != nil {
+		t.Fatal(err)
+	}
 	ns := p.cp.Namespace(t)
 	p.workload(ns, "web", 10)
 	pool := &v1alpha1.UpdatePool{
-		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupName + "/" + v1alpha1.Version, Kind: "UpdatePool"},
 		ObjectMeta: metav1.ObjectMeta{Name: "coord"},
 		Spec: v1alpha1.UpdatePoolSpec{
 			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: "coord"}},
@@ -118,13 +78,8 @@ func TestRolloutWithCoordinator(t *testing.T) {
 			MaxUnavailable: ptr.To(intstr.FromInt32(3)),
 		},
 	}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pool)
-	if err != nil {
+	if err := CreatePool(context.Background(), dyn, pool); err != nil {
 		t.Fatal(err)
-	}
-	if _, err := dyn.Resource(v1alpha1.UpdatePoolResource()).Create(context.Background(),
-		&unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create pool: %v", err)
 	}
 	t.Cleanup(func() {
 		_ = dyn.Resource(v1alpha1.UpdatePoolResource()).Delete(context.Background(), "coord", metav1.DeleteOptions{})

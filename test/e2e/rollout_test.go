@@ -71,7 +71,7 @@ func TestKillAndResume(t *testing.T) {
 		// reason, when set, is waited for in the node's reported reason
 		// before the kill.
 		reason string
-		check func(t *testing.T, p *pool, name string)
+		check  func(t *testing.T, p *pool, name string)
 	}{
 		{name: "after-cordon", at: daemon.StepDraining,
 			setup: func(p *pool, name, ns string) func() { return blockDrain(p, name, ns) },

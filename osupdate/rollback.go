@@ -1,0 +1,107 @@
+package osupdate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	rpmostree "github.com/coreos/rpmostree-client-go/pkg/client"
+)
+
+// ErrAlreadyRolledBack refuses a second rollback for the same target.
+var ErrAlreadyRolledBack = errors.New("already rolled back once for this target")
+
+// Rollback rolls back the target nodeward last staged (see RollbackTarget).
+func (u *Updater) Rollback(ctx context.Context) error {
+	state, err := loadState(u.cfg.StatePath)
+	if err != nil {
+		return err
+	}
+	if state.Staged == nil {
+		return errors.New("rolling back: no staged target recorded, nothing to roll back from")
+	}
+	return u.RollbackTarget(ctx, state.Staged.Target, "verification failed")
+}
+
+// RollbackTarget makes the known-good deployment (the one before target)
+// the default for the next boot, at most once per target, and remembers
+// target as failed so that Stage refuses it until the target changes. It
+// does not reboot. The rollback deployment is never deleted.
+func (u *Updater) RollbackTarget(ctx context.Context, target, reason string) error {
+	t, err := u.ParseTarget(target)
+	if err != nil {
+		return err
+	}
+	state, err := loadState(u.cfg.StatePath)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(state.RolledBack, t.String()) {
+		return fmt.Errorf("rolling back %s: %w", t, ErrAlreadyRolledBack)
+	}
+	st, err := u.idleStatus(ctx)
+	if err != nil {
+		return fmt.Errorf("rolling back %s: %w", t, err)
+	}
+	digest := ""
+	if state.Staged != nil && state.Staged.Target == t.String() {
+		digest = state.Staged.Digest
+	}
+	booted := st.Booted()
+	bootedIsTarget := deploymentMatches(booted, t, digest) ||
+		(state.Staged != nil && state.Staged.Target == t.String() && booted.Checksum == state.Staged.Checksum)
+	good := booted
+	if bootedIsTarget {
+		good = st.Rollback()
+		if good == nil {
+			return fmt.Errorf("rolling back %s: no rollback deployment to return to", t)
+		}
+	}
+	// Record first: if we crash mid-rollback, we must not try again.
+	state.RolledBack = append(state.RolledBack, t.String())
+	state.FailedTarget, state.FailureReason = t.String(), reason
+	if err := saveState(u.cfg.StatePath, state); err != nil {
+		return err
+	}
+	if st.Staged() != nil {
+		if err := u.mutate(ctx, u.cfg.FinalizeTimeout, "cleanup", "-p"); err != nil {
+			return fmt.Errorf("rolling back %s: removing the staged deployment: %w", t, err)
+		}
+	}
+	st, err = u.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("rolling back %s: %w", t, err)
+	}
+	if d := defaultDeployment(st); d != nil && d.Checksum != good.Checksum {
+		if err := u.mutate(ctx, u.cfg.FinalizeTimeout, "rollback"); err != nil {
+			return fmt.Errorf("rolling back %s: %w", t, err)
+		}
+		if st, err = u.Status(ctx); err != nil {
+			return fmt.Errorf("rolling back %s: %w", t, err)
+		}
+	}
+	if d := defaultDeployment(st); d == nil || d.Checksum != good.Checksum {
+		return fmt.Errorf("rolling back %s: next boot would not be the known-good deployment %s", t, good.Checksum)
+	}
+	u.cfg.Log.Warn("rolled back OS update", "target", t.String(), "reason", reason, "nextBoot", good.Checksum)
+	return nil
+}
+
+// FailedTarget returns the target that failed and was rolled back, if any.
+func (u *Updater) FailedTarget() (target, reason string, err error) {
+	state, err := loadState(u.cfg.StatePath)
+	return state.FailedTarget, state.FailureReason, err
+}
+
+// defaultDeployment is the one the next boot uses: the staged deployment,
+// else the first in bootloader order.
+func defaultDeployment(st *Status) *rpmostree.Deployment {
+	if s := st.Staged(); s != nil {
+		return s
+	}
+	if len(st.Deployments) == 0 {
+		return nil
+	}
+	return &st.Deployments[0]
+}

@@ -1,0 +1,361 @@
+package osupdate
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	rpmostree "github.com/coreos/rpmostree-client-go/pkg/client"
+)
+
+// ErrTargetFailed refuses a target that already failed verification and
+// was rolled back; it is not tried again until the target changes.
+var ErrTargetFailed = errors.New("target failed before and was rolled back")
+
+// ErrNotStaged refuses to finalize anything but the target nodeward staged.
+var ErrNotStaged = errors.New("target is not the staged deployment")
+
+// Config configures an Updater. Zero values take the documented defaults.
+type Config struct {
+	Binary      string   // rpm-ostree CLI; default "rpm-ostree"
+	Env         []string // extra environment for the CLI
+	Policy      Policy
+	KernelArgs  []string      // added to every target
+	StatePath   string        // default /var/lib/nodeward/osupdate.json
+	CmdlinePath string        // default /proc/cmdline
+	Journal     JournalReader // default Journalctl{}
+	Log         *slog.Logger
+
+	StatusTimeout   time.Duration // status --json; default 2m
+	StageTimeout    time.Duration // rebase/deploy/kargs, includes the pull; default 1h
+	FinalizeTimeout time.Duration // finalize-deployment, rollback, cleanup; default 10m
+	TransactionWait time.Duration // wait for another transaction to end; default 30m
+	PollInterval    time.Duration // while waiting for a transaction; default 5s
+	Backoff         Backoff
+}
+
+// Updater drives rpm-ostree. Its methods are safe to call again after a
+// crash: state lives in rpm-ostree and in the state file.
+type Updater struct {
+	cfg Config
+	run runner
+}
+
+// New returns an Updater after checking cfg.
+func New(cfg Config) (*Updater, error) {
+	cfg.Binary = cmp.Or(cfg.Binary, "rpm-ostree")
+	cfg.StatePath = cmp.Or(cfg.StatePath, "/var/lib/nodeward/osupdate.json")
+	cfg.CmdlinePath = cmp.Or(cfg.CmdlinePath, "/proc/cmdline")
+	cfg.StatusTimeout = cmp.Or(cfg.StatusTimeout, 2*time.Minute)
+	cfg.StageTimeout = cmp.Or(cfg.StageTimeout, time.Hour)
+	cfg.FinalizeTimeout = cmp.Or(cfg.FinalizeTimeout, 10*time.Minute)
+	cfg.TransactionWait = cmp.Or(cfg.TransactionWait, 30*time.Minute)
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, 5*time.Second)
+	if cfg.Journal == nil {
+		cfg.Journal = Journalctl{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	for _, a := range cfg.KernelArgs {
+		if err := validateKernelArg(a); err != nil {
+			return nil, fmt.Errorf("config kernelArgs: %w", err)
+		}
+	}
+	if _, err := cfg.Policy.ParseTarget("localhost/check:policy"); err != nil {
+		return nil, fmt.Errorf("config policy: %w", err)
+	}
+	return &Updater{cfg: cfg, run: newRunner(cfg.Binary, cfg.Env)}, nil
+}
+
+// ParseTarget validates target with the configured policy and kernel args.
+func (u *Updater) ParseTarget(target string) (Target, error) {
+	return u.cfg.Policy.ParseTarget(target, u.cfg.KernelArgs...)
+}
+
+// Canonical returns the canonical string of target, the form Booted returns.
+func (u *Updater) Canonical(target string) (string, error) {
+	t, err := u.ParseTarget(target)
+	return t.String(), err
+}
+
+// Status reads `rpm-ostree status --json`, retrying transient failures.
+func (u *Updater) Status(ctx context.Context) (*Status, error) {
+	var st *Status
+	err := u.cfg.Backoff.retry(ctx, "rpm-ostree status", func() error {
+		out, err := u.run.run(ctx, u.cfg.StatusTimeout, "status", "--json")
+		if err != nil {
+			return err
+		}
+		st, err = ParseStatus(out)
+		return err
+	})
+	return st, err
+}
+
+// idleStatus waits, bounded, until no transaction runs: another client's
+// transaction is waited for, not fought.
+func (u *Updater) idleStatus(ctx context.Context) (*Status, error) {
+	ctx, cancel := context.WithTimeout(ctx, u.cfg.TransactionWait)
+	defer cancel()
+	for {
+		st, err := u.Status(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !st.TransactionActive {
+			return st, nil
+		}
+		u.cfg.Log.Info("rpm-ostree transaction in progress, waiting", "transaction", st.Transaction)
+		t := time.NewTimer(u.cfg.PollInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("waiting for the running rpm-ostree transaction to end: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// mutate runs a state-changing verb, waiting for other transactions first
+// and retrying transient failures.
+func (u *Updater) mutate(ctx context.Context, timeout time.Duration, args ...string) error {
+	return u.cfg.Backoff.retry(ctx, "rpm-ostree "+args[0], func() error {
+		if _, err := u.idleStatus(ctx); err != nil {
+			return err
+		}
+		_, err := u.run.run(ctx, timeout, args...)
+		return err
+	})
+}
+
+// Booted returns the canonical target of the booted OS: the target nodeward
+// staged when that is what booted (kernel arguments included), otherwise the
+// booted image reference or checksum.
+func (u *Updater) Booted(ctx context.Context) (string, error) {
+	st, err := u.Status(ctx)
+	if err != nil {
+		return "", err
+	}
+	b := st.Booted()
+	state, err := loadState(u.cfg.StatePath)
+	if err != nil {
+		return "", err
+	}
+	if rec := state.Staged; rec != nil && rec.Checksum == b.Checksum {
+		if t, err := u.ParseTarget(rec.Target); err == nil {
+			if missing, _ := u.missingKernelArgs(t); len(missing) == 0 {
+				return rec.Target, nil
+			}
+		}
+	}
+	if b.ContainerImageReference != "" {
+		return b.ContainerImageReference, nil
+	}
+	return b.GetBaseChecksum(), nil
+}
+
+// Stage downloads target and stages it with finalization locked, kernel
+// arguments included. It does nothing when target is staged or booted.
+func (u *Updater) Stage(ctx context.Context, target string) error {
+	t, err := u.ParseTarget(target)
+	if err != nil {
+		return err
+	}
+	state, err := loadState(u.cfg.StatePath)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(state.RolledBack, t.String()) {
+		return fmt.Errorf("staging %s: %w (%s)", t, ErrTargetFailed, state.FailureReason)
+	}
+	st, err := u.idleStatus(ctx)
+	if err != nil {
+		return fmt.Errorf("staging %s: %w", t, err)
+	}
+	if rec := state.Staged; rec != nil && rec.Target == t.String() {
+		if s := st.Staged(); s != nil && s.Checksum == rec.Checksum {
+			return nil // already staged (locked, or finalized by us)
+		}
+		if st.Booted().Checksum == rec.Checksum {
+			return nil // already booted
+		}
+	}
+	if deploymentMatches(st.Booted(), t, "") && st.Staged() == nil {
+		if missing, err := u.missingKernelArgs(t); err == nil && len(missing) == 0 {
+			return nil
+		}
+	}
+	if t.IsImage() {
+		err = u.mutate(ctx, u.cfg.StageTimeout, "rebase", "--lock-finalization", t.ImageRef)
+	} else {
+		err = u.mutate(ctx, u.cfg.StageTimeout, "deploy", "--lock-finalization", t.Checksum)
+	}
+	if err != nil {
+		return fmt.Errorf("staging %s: %w", t, err)
+	}
+	if len(t.KernelArgs) > 0 {
+		args := []string{"kargs", "--lock-finalization"}
+		for _, a := range t.KernelArgs {
+			args = append(args, "--append-if-missing="+a)
+		}
+		if err := u.mutate(ctx, u.cfg.StageTimeout, args...); err != nil {
+			return fmt.Errorf("staging kernel arguments of %s: %w", t, err)
+		}
+	}
+	st, err = u.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("reading status after staging %s: %w", t, err)
+	}
+	staged := st.Staged()
+	switch {
+	case staged == nil:
+		return fmt.Errorf("staging %s: rpm-ostree reported success but nothing is staged", t)
+	case !st.FinalizationLocked:
+		// An unlocked staged deployment would be applied by any reboot.
+		_ = u.mutate(ctx, u.cfg.FinalizeTimeout, "cleanup", "-p")
+		return fmt.Errorf("staging %s: staged deployment %s is not finalization-locked; removed it", t, staged.Checksum)
+	case !deploymentMatches(staged, t, ""):
+		return fmt.Errorf("staging %s: staged deployment is %q %s, not the target", t, staged.ContainerImageReference, staged.Checksum)
+	}
+	state.Staged = &stagedRecord{Target: t.String(), Checksum: staged.Checksum, Digest: staged.ContainerImageReferenceDigest}
+	if err := saveState(u.cfg.StatePath, state); err != nil {
+		return err
+	}
+	u.cfg.Log.Info("staged OS update with finalization locked", "target", t.String(), "checksum", staged.Checksum, "digest", staged.ContainerImageReferenceDigest)
+	return nil
+}
+
+// stagedFor returns the staged deployment when it is exactly what nodeward
+// staged for t.
+func (u *Updater) stagedFor(st *Status, t Target) (*rpmostree.Deployment, *stagedRecord, error) {
+	state, err := loadState(u.cfg.StatePath)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec := state.Staged
+	staged := st.Staged()
+	if rec == nil || rec.Target != t.String() || staged == nil || staged.Checksum != rec.Checksum || !deploymentMatches(staged, t, rec.Digest) {
+		return nil, rec, fmt.Errorf("finalizing %s: %w", t, ErrNotStaged)
+	}
+	return staged, rec, nil
+}
+
+// Finalize unlocks the staged deployment of target with
+// `rpm-ostree finalize-deployment <checksum>`. rpm-ostree reboots the host
+// itself once unlocked; the caller's Reboot is then a harmless repeat. It
+// never finalizes anything but the deployment staged for target, and does
+// nothing when that one is already unlocked.
+func (u *Updater) Finalize(ctx context.Context, target string) error {
+	t, err := u.ParseTarget(target)
+	if err != nil {
+		return err
+	}
+	st, err := u.idleStatus(ctx)
+	if err != nil {
+		return fmt.Errorf("finalizing %s: %w", t, err)
+	}
+	staged, _, err := u.stagedFor(st, t)
+	if err != nil {
+		if b := st.Booted(); st.Staged() == nil && b != nil && deploymentMatches(b, t, "") {
+			return nil // finalized and booted already
+		}
+		return err
+	}
+	if !st.FinalizationLocked {
+		return nil
+	}
+	if err := u.mutate(ctx, u.cfg.FinalizeTimeout, "finalize-deployment", staged.Checksum); err != nil {
+		return fmt.Errorf("finalizing %s: %w", t, err)
+	}
+	u.cfg.Log.Info("finalized staged deployment", "target", t.String(), "checksum", staged.Checksum)
+	return nil
+}
+
+// VerifyError lists why the booted OS is not the target.
+type VerifyError struct {
+	Target  string
+	Reasons []string
+	// FinalizeJournal holds error lines of ostree-finalize-staged from the
+	// previous boot, when it failed to write the staged deployment.
+	FinalizeJournal []string
+}
+
+func (e *VerifyError) Error() string {
+	s := fmt.Sprintf("booted OS is not %s: %s", e.Target, strings.Join(e.Reasons, "; "))
+	if len(e.FinalizeJournal) > 0 {
+		s += "; " + FinalizeUnit + " failed in the previous boot: " + strings.Join(e.FinalizeJournal, " | ")
+	}
+	return s
+}
+
+// Verify checks, after the reboot, that the booted deployment is target:
+// reference and digest (the one staged) or checksum, and kernel arguments.
+// On failure it returns a *VerifyError, with the previous boot's
+// finalization errors when there were any.
+func (u *Updater) Verify(ctx context.Context, target string) error {
+	t, err := u.ParseTarget(target)
+	if err != nil {
+		return err
+	}
+	st, err := u.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("verifying %s: %w", t, err)
+	}
+	state, err := loadState(u.cfg.StatePath)
+	if err != nil {
+		return err
+	}
+	digest := ""
+	if state.Staged != nil && state.Staged.Target == t.String() {
+		digest = state.Staged.Digest
+	}
+	ve := &VerifyError{Target: t.String()}
+	b := st.Booted()
+	if !deploymentMatches(b, t, digest) {
+		ve.Reasons = append(ve.Reasons, fmt.Sprintf("booted deployment %s is %q digest %q checksum %s", b.ID, b.ContainerImageReference, b.ContainerImageReferenceDigest, b.Checksum))
+	}
+	if state.Staged != nil && state.Staged.Target == t.String() && b.Checksum != state.Staged.Checksum {
+		ve.Reasons = append(ve.Reasons, fmt.Sprintf("booted checksum %s, staged %s", b.Checksum, state.Staged.Checksum))
+	}
+	missing, err := u.missingKernelArgs(t)
+	if err != nil {
+		return fmt.Errorf("verifying %s: %w", t, err)
+	}
+	if len(missing) > 0 {
+		ve.Reasons = append(ve.Reasons, "kernel arguments missing: "+strings.Join(missing, " "))
+	}
+	if len(ve.Reasons) == 0 {
+		return nil
+	}
+	if lines, err := u.cfg.Journal.PreviousBoot(ctx, FinalizeUnit); err != nil {
+		ve.Reasons = append(ve.Reasons, err.Error())
+	} else {
+		ve.FinalizeJournal = finalizeErrors(lines)
+	}
+	return ve
+}
+
+func (u *Updater) missingKernelArgs(t Target) ([]string, error) {
+	if len(t.KernelArgs) == 0 {
+		return nil, nil
+	}
+	data, err := os.ReadFile(u.cfg.CmdlinePath)
+	if err != nil {
+		return nil, fmt.Errorf("reading kernel command line: %w", err)
+	}
+	have := strings.Fields(string(data))
+	var missing []string
+	for _, a := range t.KernelArgs {
+		if !slices.Contains(have, a) {
+			missing = append(missing, a)
+		}
+	}
+	return missing, nil
+}

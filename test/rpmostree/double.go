@@ -1,0 +1,145 @@
+package rpmostree
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Build compiles the double into dir and returns the binary's path.
+func Build(dir string) (string, error) {
+	bin := filepath.Join(dir, "rpm-ostree")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/nodeward/nodeward/test/rpmostree/cmd/rpm-ostree")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the rpm-ostree double: %w: %s", err, out)
+	}
+	return bin, nil
+}
+
+// Double is one fake host: its state dir and the binary to run.
+type Double struct {
+	Dir    string
+	Binary string
+}
+
+// New creates a host booted into booted, with images served by the fake
+// registry (keyed by reference without transport).
+func New(t testing.TB, binary string, booted Deployment, images map[string]Image) *Double {
+	t.Helper()
+	d := &Double{Dir: t.TempDir(), Binary: binary}
+	s := &State{OSName: "fedora-coreos", Deployments: []Deployment{booted}, Images: images}
+	if err := s.Save(d.Dir); err != nil {
+		t.Fatal(err)
+	}
+	d.writeBootFiles(t, s, nil)
+	return d
+}
+
+// Env is the environment the binary needs.
+func (d *Double) Env() []string { return []string{EnvDir + "=" + d.Dir} }
+
+// CmdlinePath is the double's /proc/cmdline.
+func (d *Double) CmdlinePath() string { return filepath.Join(d.Dir, "cmdline") }
+
+// State returns the current state.
+func (d *Double) State(t testing.TB) *State {
+	t.Helper()
+	s, err := Load(d.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Update changes the state.
+func (d *Double) Update(t testing.TB, change func(*State)) {
+	t.Helper()
+	s := d.State(t)
+	change(s)
+	if err := s.Save(d.Dir); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Inject makes verb ("*" for every verb) fail as f says.
+func (d *Double) Inject(t testing.TB, verb string, f Failure) {
+	t.Helper()
+	d.Update(t, func(s *State) {
+		if s.Failures == nil {
+			s.Failures = map[string]Failure{}
+		}
+		s.Failures[verb] = f
+	})
+}
+
+// Boot simulates a reboot, planned or not. At shutdown
+// ostree-finalize-staged writes an unlocked staged deployment as the new
+// default; a locked one is left out (the OS stays as it is). Then the
+// bootloader starts the default entry, or the second one when BootWrong.
+func (d *Double) Boot(t testing.TB) {
+	t.Helper()
+	s := d.State(t)
+	var journal []string
+	if st := s.Staged; st != nil {
+		switch {
+		case s.Locked:
+			journal = append(journal, "Not finalizing; found /run/ostree/staged-deployment-locked")
+		case s.FailFinalize:
+			journal = append(journal, "Finalizing staged deployment",
+				"error: Finalizing deployment: Copying /etc: No space left on device",
+				"ostree-finalize-staged.service: Failed with result 'exit-code'.")
+			s.FailFinalize = false
+		default:
+			booted, err := s.BootedDeployment()
+			if err != nil {
+				t.Fatal(err)
+			}
+			journal = append(journal, "Finalizing staged deployment", "Bootloader updated; bootconfig swap: yes; bootversion: boot.1")
+			s.Deployments = []Deployment{*st, *booted} // ostree keeps the new and the booted
+		}
+		s.Staged, s.Locked = nil, false
+	}
+	s.Booted = 0
+	if s.BootWrong && len(s.Deployments) > 1 {
+		s.Booted, s.BootWrong = 1, false
+	}
+	s.RebootRequested = false
+	s.Boots++
+	if err := s.Save(d.Dir); err != nil {
+		t.Fatal(err)
+	}
+	d.writeBootFiles(t, s, journal)
+}
+
+func (d *Double) writeBootFiles(t testing.TB, s *State, journal []string) {
+	t.Helper()
+	if err := os.WriteFile(d.CmdlinePath(), []byte(s.Cmdline()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d.Dir, "journal-previous-boot"), []byte(strings.Join(journal, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Journal reads the double's previous-boot journal of
+// ostree-finalize-staged; it satisfies osupdate.JournalReader.
+type Journal struct{ Dir string }
+
+// PreviousBoot returns the lines the last Boot logged for the unit.
+func (j Journal) PreviousBoot(_ context.Context, unit string) ([]string, error) {
+	if unit != "ostree-finalize-staged.service" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(filepath.Join(j.Dir, "journal-previous-boot"))
+	if err != nil {
+		return nil, fmt.Errorf("reading double journal: %w", err)
+	}
+	if len(data) == 0 {
+		return nil, nil
+	}
+	return strings.Split(string(data), "\n"), nil
+}

@@ -1,21 +1,102 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeward/nodeward/coordinator"
+)
 
 func newCoordinatorCommand() *cobra.Command {
-	var kube kubeFlags
+	var (
+		kube          kubeFlags
+		leaderElect   bool
+		leaderNS      string
+		metricsAddr   string
+		poolSelector  string
+		resync        time.Duration
+		leaseDuration time.Duration
+	)
 	cmd := &cobra.Command{
 		Use:   "coordinator",
 		Short: "Run the update coordinator: grant slots under maxUnavailable",
-		RunE: func(*cobra.Command, []string) error {
-			// Credentials are checked first so that a misconfigured
-			// install fails with the reason, not with the stub's message.
-			if _, err := kube.clientset(); err != nil {
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if resync <= 0 {
+				return fmt.Errorf("--resync %s: must be positive", resync)
+			}
+			cfg, err := kube.restConfig()
+			if err != nil {
 				return err
 			}
-			return errNotImplemented
+			client, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return fmt.Errorf("create Kubernetes client: %w", err)
+			}
+			dyn, err := dynamic.NewForConfig(cfg)
+			if err != nil {
+				return fmt.Errorf("create dynamic client: %w", err)
+			}
+			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+			reg := prometheus.NewRegistry()
+			opts := coordinator.Options{Client: client, Dynamic: dyn, Log: log, Resync: resync,
+				Metrics: coordinator.NewMetrics(reg), PoolLabelSelector: poolSelector}
+			if err := serveMetrics(metricsAddr, reg, log); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			if !leaderElect {
+				return coordinator.New(opts).Run(ctx)
+			}
+			host, _ := os.Hostname()
+			err = coordinator.RunWithLeaderElection(ctx, opts, coordinator.LeaderOptions{
+				Namespace: leaderNS, Identity: host, LeaseDuration: leaseDuration,
+				RenewDeadline: leaseDuration * 2 / 3, RetryPeriod: leaseDuration / 7,
+			})
+			if errors.Is(err, ctx.Err()) {
+				return nil
+			}
+			return err
 		},
 	}
 	kube.register(cmd)
+	f := cmd.Flags()
+	f.BoolVar(&leaderElect, "leader-elect", true, "elect a leader on the Lease "+coordinator.LeaderLeaseName+" so replicas never grant concurrently")
+	f.StringVar(&leaderNS, "leader-election-namespace", "nodeward-system", "namespace of the leader Lease")
+	f.DurationVar(&leaseDuration, "leader-lease-duration", 15*time.Second, "how long a leader's Lease is valid without renewal")
+	f.StringVar(&metricsAddr, "metrics-address", "127.0.0.1:9741", "address of /metrics and /readyz (empty disables)")
+	f.StringVar(&poolSelector, "pool-selector", "", "label selector of the UpdatePools this coordinator manages (default all)")
+	f.DurationVar(&resync, "resync", 5*time.Second, "re-plan every pool this often (agent Lease expiry, maintenance windows)")
 	return cmd
+}
+
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) error {
+	if addr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--metrics-address %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	go func() {
+		if err := http.Serve(ln, mux); err != nil {
+			log.Error("metrics server stopped", "err", err)
+		}
+	}()
+	return nil
 }

@@ -3,12 +3,12 @@ package osupdate_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,22 +16,20 @@ import (
 	"github.com/nodeward/nodeward/test/rpmostree"
 )
 
-// doubleBinary is built once for the package by TestMain.
-var doubleBinary string
+// doubleDir holds the rpm-ostree double, built once per test binary and
+// lazily, so that fuzz workers do not pay for it.
+var (
+	doubleDir   string
+	buildDouble = sync.OnceValues(func() (string, error) { return rpmostree.Build(doubleDir) })
+)
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "rpmostree-double-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	doubleBinary, err = rpmostree.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	var err error
+	if doubleDir, err = os.MkdirTemp("", "rpmostree-double-"); err != nil {
+		panic(err)
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	os.RemoveAll(doubleDir)
 	os.Exit(code)
 }
 
@@ -56,6 +54,10 @@ type host struct {
 
 func newHost(t *testing.T, tweak func(*osupdate.Config)) host {
 	t.Helper()
+	doubleBinary, err := buildDouble()
+	if err != nil {
+		t.Fatal(err)
+	}
 	d := rpmostree.New(t, doubleBinary,
 		rpmostree.Deployment{Checksum: oldSum, ImageRef: oldRef, Digest: "sha256:" + strings.Repeat("a", 64), Kargs: []string{"rw"}},
 		map[string]rpmostree.Image{newImage: {Checksum: newSum, Digest: newDigest, Version: "42.1"}})

@@ -39,6 +39,7 @@ lint:
 	go vet ./...
 	@[[ -x $(GOBIN_DIR)/staticcheck ]] || go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	$(GOBIN_DIR)/staticcheck ./...
+	NODEWARD_TESTBIN_DIR="$${NODEWARD_TESTBIN_DIR:-}" bash test/deploy/lint.sh
 
 clean:
 	rm -rf bin

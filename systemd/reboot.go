@@ -1,0 +1,125 @@
+package systemd
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+)
+
+const (
+	login1Service = "org.freedesktop.login1"
+	login1Path    = dbus.ObjectPath("/org/freedesktop/login1")
+	login1Manager = "org.freedesktop.login1.Manager"
+)
+
+// Inhibitor is one lock held through logind (ListInhibitors).
+type Inhibitor struct {
+	What, Who, Why, Mode string
+	UID, PID             uint32
+}
+
+// Rebooter reboots through logind over D-Bus and falls back to
+// `systemctl reboot` when logind cannot be reached or refuses.
+type Rebooter struct {
+	// BusAddress is the system bus; empty means the default system bus.
+	BusAddress string
+	// Systemctl is the fallback command; default "systemctl".
+	Systemctl string
+	// CallTimeout bounds each D-Bus call and the fallback; default 30s.
+	CallTimeout time.Duration
+	Log         *slog.Logger
+}
+
+func (r *Rebooter) connect() (*dbus.Conn, error) {
+	if r.BusAddress == "" {
+		return dbus.ConnectSystemBus()
+	}
+	return dbus.Connect(r.BusAddress)
+}
+
+// Inhibitors lists the locks logind holds.
+func (r *Rebooter) Inhibitors(ctx context.Context) ([]Inhibitor, error) {
+	conn, err := r.connect()
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the system bus: %w", err)
+	}
+	defer conn.Close()
+	return r.inhibitors(ctx, conn)
+}
+
+func (r *Rebooter) inhibitors(ctx context.Context, conn *dbus.Conn) ([]Inhibitor, error) {
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(r.CallTimeout, 30*time.Second))
+	defer cancel()
+	var raw [][]any
+	call := conn.Object(login1Service, login1Path).CallWithContext(ctx, login1Manager+".ListInhibitors", 0)
+	if err := call.Store(&raw); err != nil {
+		return nil, fmt.Errorf("listing logind inhibitors: %w", err)
+	}
+	out := make([]Inhibitor, 0, len(raw))
+	for _, f := range raw {
+		if len(f) != 6 {
+			continue
+		}
+		var in Inhibitor
+		in.What, _ = f[0].(string)
+		in.Who, _ = f[1].(string)
+		in.Why, _ = f[2].(string)
+		in.Mode, _ = f[3].(string)
+		in.UID, _ = f[4].(uint32)
+		in.PID, _ = f[5].(uint32)
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+// Reboot asks logind to reboot (non-interactive), after logging every
+// block inhibitor on shutdown and who holds it; when the D-Bus path fails
+// it runs `systemctl reboot`. It returns once the request is accepted;
+// the machine goes down later.
+func (r *Rebooter) Reboot(ctx context.Context, reason string) error {
+	log := cmp.Or(r.Log, slog.Default())
+	err := r.rebootDBus(ctx, reason, log)
+	if err == nil {
+		return nil
+	}
+	log.Warn("reboot through logind failed, falling back to systemctl", "err", err)
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(r.CallTimeout, 30*time.Second))
+	defer cancel()
+	out, ferr := exec.CommandContext(ctx, cmp.Or(r.Systemctl, "systemctl"), "reboot", "--message="+reason).CombinedOutput()
+	if ferr != nil {
+		return errors.Join(fmt.Errorf("reboot through logind: %w", err),
+			fmt.Errorf("systemctl reboot: %w: %s", ferr, strings.TrimSpace(string(out))))
+	}
+	return nil
+}
+
+func (r *Rebooter) rebootDBus(ctx context.Context, reason string, log *slog.Logger) error {
+	conn, err := r.connect()
+	if err != nil {
+		return fmt.Errorf("connecting to the system bus: %w", err)
+	}
+	defer conn.Close()
+	inhibitors, err := r.inhibitors(ctx, conn)
+	if err != nil {
+		log.Warn("could not list logind inhibitors", "err", err)
+	}
+	for _, in := range inhibitors {
+		if in.Mode == "block" && strings.Contains(in.What, "shutdown") {
+			log.Warn("a block inhibitor holds back the reboot", "who", in.Who, "why", in.Why, "what", in.What, "pid", in.PID, "uid", in.UID)
+		}
+	}
+	log.Info("rebooting through logind", "reason", reason)
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(r.CallTimeout, 30*time.Second))
+	defer cancel()
+	if err := conn.Object(login1Service, login1Path).CallWithContext(ctx, login1Manager+".Reboot", 0, false).Err; err != nil {
+		return fmt.Errorf("calling %s.Reboot: %w", login1Manager, err)
+	}
+	return nil
+}

@@ -1,0 +1,147 @@
+// Package fakelogind runs a private dbus-daemon and exports on it a fake
+// org.freedesktop.login1.Manager that records Reboot calls and can hold
+// inhibitors, so that nodeward's reboot path runs over real D-Bus in tests.
+package fakelogind
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+
+	"github.com/nodeward/nodeward/test/testenv"
+)
+
+const busConfig = `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>custom</type>
+  <listen>unix:path=%s</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <allow own="*"/>
+    <allow send_destination="*"/>
+    <allow receive_sender="*"/>
+  </policy>
+</busconfig>
+`
+
+// Inhibitor mirrors one entry of ListInhibitors, a(ssssuu).
+type Inhibitor struct {
+	What, Who, Why, Mode string
+	UID, PID             uint32
+}
+
+// RebootCall is one recorded Manager.Reboot.
+type RebootCall struct{ Interactive bool }
+
+// Logind is the fake service and its bus.
+type Logind struct {
+	// Address is the private bus address to connect to.
+	Address string
+
+	mu         sync.Mutex
+	reboots    []RebootCall
+	inhibitors []Inhibitor
+	failReboot string // D-Bus error name to answer Reboot with
+	conn       *dbus.Conn
+}
+
+type manager struct{ l *Logind }
+
+// Reboot records the call, or fails as configured.
+func (m manager) Reboot(interactive bool) *dbus.Error {
+	m.l.mu.Lock()
+	defer m.l.mu.Unlock()
+	if m.l.failReboot != "" {
+		return dbus.NewError(m.l.failReboot, []any{"refused by the fake"})
+	}
+	m.l.reboots = append(m.l.reboots, RebootCall{Interactive: interactive})
+	return nil
+}
+
+// ListInhibitors returns the held inhibitors.
+func (m manager) ListInhibitors() ([]Inhibitor, *dbus.Error) {
+	m.l.mu.Lock()
+	defer m.l.mu.Unlock()
+	return append([]Inhibitor{}, m.l.inhibitors...), nil
+}
+
+// Start runs dbus-daemon and the fake; both stop at test cleanup. It skips
+// (fails in CI) without dbus-daemon.
+func Start(t testing.TB) *Logind {
+	t.Helper()
+	bin := testenv.RequireBinary(t, "dbus-daemon")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "bus.conf")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, busConfig, filepath.Join(dir, "bus")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config-file="+cfg, "--nofork", "--nopidfile", "--print-address=1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting dbus-daemon: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addrCh := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		addrCh <- strings.TrimSpace(line)
+	}()
+	l := &Logind{}
+	select {
+	case l.Address = <-addrCh:
+	case <-time.After(10 * time.Second):
+		t.Fatal("dbus-daemon printed no address within 10s")
+	}
+	if l.Address == "" {
+		t.Fatal("dbus-daemon printed an empty address")
+	}
+	conn, err := dbus.Connect(l.Address)
+	if err != nil {
+		t.Fatalf("connecting to the private bus: %v", err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	l.conn = conn
+	if err := conn.Export(manager{l}, "/org/freedesktop/login1", "org.freedesktop.login1.Manager"); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := conn.RequestName("org.freedesktop.login1", dbus.NameFlagDoNotQueue)
+	if err != nil || reply != dbus.RequestNameReplyPrimaryOwner {
+		t.Fatalf("owning org.freedesktop.login1 on the private bus: reply %v, %v", reply, err)
+	}
+	return l
+}
+
+// Hold adds an inhibitor, as `systemd-inhibit` would.
+func (l *Logind) Hold(in Inhibitor) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.inhibitors = append(l.inhibitors, in)
+}
+
+// FailReboot makes Reboot answer with the D-Bus error name (empty: succeed).
+func (l *Logind) FailReboot(errorName string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.failReboot = errorName
+}
+
+// Reboots returns the recorded Reboot calls.
+func (l *Logind) Reboots() []RebootCall {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]RebootCall{}, l.reboots...)
+}

@@ -367,3 +367,22 @@ func TestFailedFinalizeCommandKeepsOldOS(t *testing.T) {
 		t.Fatalf("booted %s after a failed finalize", b.Checksum)
 	}
 }
+
+// BenchmarkStatusCall measures one `status --json` round trip through the
+// exec path (process start, timeout context, parse) against the double.
+func BenchmarkStatusCall(b *testing.B) {
+	bin, err := buildDouble()
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := rpmostree.New(b, bin, rpmostree.Deployment{Checksum: oldSum, ImageRef: oldRef}, nil)
+	u, err := osupdate.New(osupdate.Config{Binary: bin, Env: d.Env(), StatePath: filepath.Join(b.TempDir(), "s.json")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := u.Status(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

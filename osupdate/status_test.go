@@ -93,3 +93,16 @@ func FuzzParseStatus(f *testing.F) {
 		_ = defaultDeployment(st)
 	})
 }
+
+func BenchmarkParseStatus(b *testing.B) {
+	data, err := os.ReadFile("testdata/status/fcos-container-status.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := ParseStatus(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

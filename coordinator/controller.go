@@ -19,7 +19,9 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
@@ -45,14 +47,16 @@ type Options struct {
 
 // Controller grants update slots. Run it only while holding leadership.
 type Controller struct {
-	opts    Options
-	queue   workqueue.TypedRateLimitingInterface[string]
-	nodes   cache.SharedIndexInformer
-	leases  cache.SharedIndexInformer
-	pools   cache.SharedIndexInformer
-	mu      sync.Mutex
-	pending map[string]string // node → grant written, not yet in the cache
-	grantN  int
+	opts       Options
+	queue      workqueue.TypedRateLimitingInterface[string]
+	nodes      cache.SharedIndexInformer
+	leases     cache.SharedIndexInformer
+	pools      cache.SharedIndexInformer
+	mu         sync.Mutex
+	pending    map[string]string // node → grant written, not yet in the cache
+	grantN     int
+	events     record.EventRecorder
+	stopEvents func()
 }
 
 // New builds a controller; Run starts it.
@@ -82,6 +86,10 @@ func New(opts Options) *Controller {
 		pools:   dyn.ForResource(v1alpha1.UpdatePoolResource()).Informer(),
 		pending: map[string]string{},
 	}
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: opts.Client.CoreV1().Events("")})
+	c.events = broadcaster.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: "nodeward-coordinator"})
+	c.stopEvents = broadcaster.Shutdown
 	enqueueAll := func(any) { c.enqueuePools() }
 	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueueAll,
@@ -123,6 +131,7 @@ func (c *Controller) enqueuePools() {
 // its predecessor wrote), then reconciles until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
 	defer c.queue.ShutDown()
+	defer c.stopEvents()
 	go c.nodes.RunWithContext(ctx)
 	go c.leases.RunWithContext(ctx)
 	go c.pools.RunWithContext(ctx)
@@ -269,8 +278,13 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		return fmt.Errorf("plan pool %s: %w", pool.Name, err)
 	}
 	for _, n := range silent {
-		if err := markHealthUnknown(ctx, c.opts.Client, n, now); err != nil {
+		marked, err := markHealthUnknown(ctx, c.opts.Client, n, now)
+		if err != nil {
 			return err
+		}
+		if marked {
+			c.events.Event(nodeRef(n.Name), corev1.EventTypeWarning, "AgentSilent",
+				"nodeward agent stopped renewing its liveness Lease; its health conditions are now Unknown and the node is not granted")
 		}
 	}
 	if err := c.apply(ctx, pool, plan, now); err != nil {
@@ -281,6 +295,8 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 }
 
 func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan *poolPlan, now time.Time) error {
+	poolRef := &corev1.ObjectReference{APIVersion: v1alpha1.GroupName + "/" + v1alpha1.Version, Kind: "UpdatePool",
+		Name: pool.Name, UID: pool.UID}
 	coordinatorKeys := func() map[string]*string {
 		m := map[string]*string{v1alpha1.AnnotationTarget: &plan.target}
 		if d := pool.Spec.Drain; d != nil {
@@ -311,6 +327,12 @@ func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan 
 			return err
 		}
 		c.opts.Log.Info("slot released", "pool", pool.Name, "node", n, "yielded", yielded[n])
+		reason, msg := "SlotReleased", "update finished; slot of pool "+pool.Name+" released"
+		if yielded[n] {
+			reason, msg = "SlotYielded", "drain blocked past its timeout; slot of pool "+pool.Name+" given back, node queued last"
+		}
+		c.events.Event(nodeRef(n), corev1.EventTypeNormal, reason, msg)
+		c.events.Event(poolRef, corev1.EventTypeNormal, reason, n+": "+msg)
 	}
 	for _, n := range plan.grant {
 		c.mu.Lock()
@@ -328,6 +350,8 @@ func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan 
 		}
 		c.opts.Metrics.grants.WithLabelValues(pool.Name).Inc()
 		c.opts.Log.Info("slot granted", "pool", pool.Name, "node", n, "grant", grant)
+		c.events.Eventf(nodeRef(n), corev1.EventTypeNormal, "SlotGranted", "update slot %s of pool %s granted", grant, pool.Name)
+		c.events.Eventf(poolRef, corev1.EventTypeNormal, "SlotGranted", "%s granted (%s)", n, grant)
 	}
 	return nil
 }
@@ -346,7 +370,7 @@ func patchNodeAnnotations(ctx context.Context, client kubernetes.Interface, node
 // markHealthUnknown sets the nodeward health conditions of a node whose
 // agent went silent to Unknown, as the node lifecycle controller does for a
 // silent kubelet, so stale health never looks fresh.
-func markHealthUnknown(ctx context.Context, client kubernetes.Interface, node *corev1.Node, now time.Time) error {
+func markHealthUnknown(ctx context.Context, client kubernetes.Interface, node *corev1.Node, now time.Time) (bool, error) {
 	health := map[corev1.NodeConditionType]bool{}
 	for _, t := range v1alpha1.HealthConditions() {
 		health[t] = true
@@ -363,14 +387,20 @@ func markHealthUnknown(ctx context.Context, client kubernetes.Interface, node *c
 		}
 	}
 	if len(conds) == 0 {
-		return nil
+		return false, nil
 	}
 	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": conds}})
 	if err != nil {
-		return err
+		return false, err
 	}
 	if _, err := client.CoreV1().Nodes().PatchStatus(ctx, node.Name, patch); err != nil {
-		return fmt.Errorf("mark health Unknown on silent node %s: %w", node.Name, err)
+		return false, fmt.Errorf("mark health Unknown on silent node %s: %w", node.Name, err)
 	}
-	return nil
+	return true, nil
+}
+
+// nodeRef references a Node for Events; Node events live in "default"
+// as the kubelet's do.
+func nodeRef(name string) *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: name, UID: types.UID(name)}
 }

@@ -167,3 +167,52 @@ func TestLeaderFailoverMidRolloutNeverOverGrants(t *testing.T) {
 	})
 	waitUpdated(t, cp, dyn, prefix, 12, 2*time.Minute)
 }
+
+// TestSilentAgentIsNeverGrantedAndItsHealthGoesUnknown: a node whose agent
+// Lease expired is not granted, its nodeward health conditions turn Unknown
+// and an Event says why; its healthy peer is updated and gets a SlotGranted
+// Event.
+func TestSilentAgentIsNeverGrantedAndItsHealthGoesUnknown(t *testing.T) {
+	t.Parallel()
+	cp, dyn := setup(t)
+	const prefix = "silent"
+	nodes := cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	renewLeases(t, cp, nodes[1:]) // nodes[0]'s agent never renewed
+	cond := `{"status":{"conditions":[{"type":"NodewardDiskPressure","status":"False","reason":"Fine","message":"ok",` +
+		`"lastHeartbeatTime":"2026-01-01T00:00:00Z","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`
+	if _, err := cp.Client().CoreV1().Nodes().PatchStatus(ctx, nodes[0], []byte(cond)); err != nil {
+		t.Fatal(err)
+	}
+	simulateAgents(ctx, t, cp, prefix, 100*time.Millisecond)
+	createPool(t, dyn, prefix, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: prefix}},
+		OSImage:        "os:9",
+		MaxUnavailable: ptr.To(intstrPercent("100%")),
+	}})
+	runCoordinator(ctx, t, cp, dyn, prefix)
+	waitUpdated(t, cp, dyn, prefix, 1, time.Minute)
+	cluster.WaitFor(t, 20*time.Second, "silent node's health condition Unknown", func(ctx context.Context) (bool, error) {
+		n, err := cp.Client().CoreV1().Nodes().Get(ctx, nodes[0], metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if _, granted := n.Annotations[v1alpha1.AnnotationGrant]; granted {
+			t.Fatalf("silent node %s was granted", nodes[0])
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == v1alpha1.ConditionDiskPressure {
+				return c.Status == "Unknown" && c.Reason == "AgentSilent", nil
+			}
+		}
+		return false, nil
+	})
+	for _, want := range []struct{ node, reason string }{{nodes[0], "AgentSilent"}, {nodes[1], "SlotGranted"}} {
+		cluster.WaitFor(t, 20*time.Second, want.reason+" Event on "+want.node, func(ctx context.Context) (bool, error) {
+			evs, err := cp.Client().CoreV1().Events("default").List(ctx, metav1.ListOptions{
+				FieldSelector: "involvedObject.name=" + want.node + ",reason=" + want.reason})
+			return err == nil && len(evs.Items) > 0, err
+		})
+	}
+}

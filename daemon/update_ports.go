@@ -29,6 +29,20 @@ type OSUpdater interface {
 	Rollback(ctx context.Context) error
 }
 
+// OSVerifier is implemented by OS updaters that can check the booted
+// deployment more closely than by name (digest, checksum, kernel
+// arguments). ok false with a reason is a failed verification, which rolls
+// back; an error is retried.
+type OSVerifier interface {
+	VerifyBooted(ctx context.Context, target string) (ok bool, reason string, err error)
+}
+
+// Canonicalizer is implemented by OS updaters whose Booted returns a
+// canonical form of the target.
+type Canonicalizer interface {
+	Canonical(target string) (string, error)
+}
+
 // Rebooter restarts the machine. Reboot may return before the machine goes
 // down; the agent waits for its own death.
 type Rebooter interface {

@@ -76,19 +76,22 @@ func (m *UpdateMachine) run(ctx context.Context, node *corev1.Node, want Desired
 			return StepHooksPreReboot, nil
 		}
 		st.Reason = ""
-		return StepFinalizing, nil
+		// The boot ID goes on disk before finalizing: rpm-ostree may
+		// reboot by itself as soon as the deployment is unlocked.
+		return m.markBoot(StepFinalizing)
 	case StepFinalizing:
 		return m.finalize(ctx)
 	case StepRebooting:
 		return m.reboot(ctx)
 	case StepVerifying:
-		booted, err := m.cfg.OS.Booted(ctx)
+		ok, reason, err := m.verify(ctx, st.Target)
 		if err != nil {
-			return StepVerifying, fmt.Errorf("read booted OS: %w", err)
+			return StepVerifying, fmt.Errorf("verify the booted OS: %w", err)
 		}
-		if booted != st.Target {
-			st.Reason = fmt.Sprintf("booted %s instead of the target %s", orNone(booted), st.Target)
-			return StepRollingBack, nil
+		if !ok {
+			st.Reason = reason
+			st.RollingBack = true
+			return m.markBoot(StepRollingBack)
 		}
 		return StepWaitingHealthy, nil
 	case StepWaitingHealthy:
@@ -136,10 +139,13 @@ func (m *UpdateMachine) run(ctx context.Context, node *corev1.Node, want Desired
 		st.Grant, st.UnavailableSince, st.DrainSince = "", time.Time{}, time.Time{}
 		return StepStaged, nil
 	case StepRollingBack:
+		if rebooted, err := m.rebooted(); err != nil || rebooted {
+			return m.afterBoot(err)
+		}
 		if err := m.cfg.OS.Rollback(ctx); err != nil {
 			return StepRollingBack, fmt.Errorf("roll back: %w", err)
 		}
-		return m.requestReboot()
+		return StepRebooting, nil
 	case StepRolledBack:
 		booted, err := m.cfg.OS.Booted(ctx)
 		if err != nil {
@@ -156,12 +162,12 @@ func (m *UpdateMachine) idle(ctx context.Context, want Desired) (Step, error) {
 	if want.Target == "" {
 		return StepIdle, nil
 	}
-	booted, err := m.cfg.OS.Booted(ctx)
+	onTarget, booted, err := m.runsTarget(ctx, want.Target)
 	if err != nil {
-		return StepIdle, fmt.Errorf("read booted OS: %w", err)
+		return StepIdle, err
 	}
 	st := &m.state
-	if booted == want.Target {
+	if onTarget {
 		// Already there (a new node, or an update finished before a state
 		// loss): report Done so that a grant is released at once.
 		*st = State{Step: StepIdle, Target: want.Target, StepSince: st.StepSince}
@@ -212,49 +218,98 @@ func (m *UpdateMachine) drain(ctx context.Context, want Desired) (Step, error) {
 }
 
 func (m *UpdateMachine) finalize(ctx context.Context) (Step, error) {
+	if rebooted, err := m.rebooted(); err != nil || rebooted {
+		return m.afterBoot(err) // finalization rebooted the machine
+	}
 	if err := m.cfg.OS.Finalize(ctx, m.state.Target); err != nil {
 		return StepFinalizing, fmt.Errorf("finalize %s: %w", m.state.Target, err)
 	}
-	return m.requestReboot()
+	return StepRebooting, nil
 }
 
-// requestReboot records the current boot ID before the reboot is asked
-// for: once it is on disk, a different boot ID proves the reboot happened
-// and the same one that it still has to happen.
-func (m *UpdateMachine) requestReboot() (Step, error) {
+// markBoot records the current boot ID and moves to next. From then on a
+// different boot ID proves the machine rebooted, and the same one that it
+// did not, whatever the agent did in between: the reboot is never asked
+// for again once it happened.
+func (m *UpdateMachine) markBoot(next Step) (Step, error) {
 	id, err := m.cfg.BootID()
 	if err != nil {
 		return m.state.Step, fmt.Errorf("read boot ID: %w", err)
 	}
 	m.state.BootID = id
-	m.state.RollingBack = m.state.Step == StepRollingBack
-	return StepRebooting, nil
+	return next, nil
+}
+
+// rebooted reports whether the machine booted since markBoot.
+func (m *UpdateMachine) rebooted() (bool, error) {
+	id, err := m.cfg.BootID()
+	if err != nil {
+		return false, fmt.Errorf("read boot ID: %w", err)
+	}
+	return id != m.state.BootID, nil
+}
+
+// afterBoot is the step after the reboot: verification, or after a
+// rollback the report of it.
+func (m *UpdateMachine) afterBoot(err error) (Step, error) {
+	if err != nil {
+		return m.state.Step, err
+	}
+	m.state.BootID = ""
+	if m.state.RollingBack {
+		m.state.RollingBack = false
+		return StepRolledBack, nil
+	}
+	return StepVerifying, nil
 }
 
 func (m *UpdateMachine) reboot(ctx context.Context) (Step, error) {
-	st := &m.state
-	id, err := m.cfg.BootID()
-	if err != nil {
-		return StepRebooting, fmt.Errorf("read boot ID: %w", err)
-	}
-	if id != st.BootID {
-		st.BootID = ""
-		if st.RollingBack {
-			st.RollingBack = false
-			return StepRolledBack, nil
-		}
-		return StepVerifying, nil
+	if rebooted, err := m.rebooted(); err != nil || rebooted {
+		return m.afterBoot(err)
 	}
 	now := m.cfg.Now()
 	if !m.rebootAsked.IsZero() && now.Sub(m.rebootAsked) < m.cfg.RebootRetry {
 		return StepRebooting, nil // asked already; waiting to go down
 	}
 	m.rebootAsked = now
-	if err := m.cfg.Reboot.Reboot(ctx, "nodeward: boot "+orNone(st.Target)); err != nil {
+	if err := m.cfg.Reboot.Reboot(ctx, "nodeward: boot "+orNone(m.state.Target)); err != nil {
 		m.rebootAsked = time.Time{}
 		return StepRebooting, fmt.Errorf("reboot: %w", err)
 	}
 	return StepRebooting, nil
+}
+
+// verify checks that the booted OS is target, with the OS updater's own
+// verification when it has one.
+func (m *UpdateMachine) verify(ctx context.Context, target string) (ok bool, reason string, err error) {
+	if v, has := m.cfg.OS.(OSVerifier); has {
+		return v.VerifyBooted(ctx, target)
+	}
+	booted, err := m.cfg.OS.Booted(ctx)
+	if err != nil {
+		return false, "", fmt.Errorf("read booted OS: %w", err)
+	}
+	if booted != target {
+		return false, fmt.Sprintf("booted %s instead of the target %s", orNone(booted), target), nil
+	}
+	return true, "", nil
+}
+
+// runsTarget reports whether the booted OS already is target, comparing
+// canonical forms when the OS updater knows them.
+func (m *UpdateMachine) runsTarget(ctx context.Context, target string) (bool, string, error) {
+	booted, err := m.cfg.OS.Booted(ctx)
+	if err != nil {
+		return false, "", fmt.Errorf("read booted OS: %w", err)
+	}
+	if c, has := m.cfg.OS.(Canonicalizer); has {
+		canon, err := c.Canonical(target)
+		if err != nil {
+			return false, booted, fmt.Errorf("target %q: %w", target, err)
+		}
+		return booted == canon, booted, nil
+	}
+	return booted == target, booted, nil
 }
 
 func (m *UpdateMachine) uncordon(ctx context.Context) error {

@@ -369,3 +369,30 @@ func FuzzStateLoad(f *testing.F) {
 		}
 	})
 }
+
+// TestFinalizeThatRebootsByItself: rpm-ostree's finalize-deployment reboots
+// the host as soon as it unlocks the deployment, before the agent can
+// persist anything after it. The agent must resume into verification
+// after the boot, never finalize or reboot again.
+func TestFinalizeThatRebootsByItself(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "os-1")
+	w.desired = Desired{Target: "os-2", Grant: "g1"}
+	dir := t.TempDir()
+	m := w.machine(dir)
+	runUntil(t, m, StepFinalizing)
+	if err := w.Finalize(t.Context(), "os-2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Reboot(t.Context(), "finalize-deployment"); err != nil { // what rpm-ostree does
+		t.Fatal(err)
+	}
+	w.boot(false)
+	m = w.machine(dir)
+	if got := settle(t, m); got != StepDone {
+		t.Fatalf("after a reboot done by finalization: step %s, want Done (reported %v)", got, w.reported)
+	}
+	if w.totalReboots != 1 || w.booted != "os-2" || w.node.Spec.Unschedulable {
+		t.Fatalf("reboots %d booted %s unschedulable %v; want 1, os-2, schedulable", w.totalReboots, w.booted, w.node.Spec.Unschedulable)
+	}
+}

@@ -30,13 +30,12 @@ type SimHost struct {
 	// IgnoreReboots drops that many reboot requests, as if the agent had
 	// been killed right before its request reached logind.
 	IgnoreReboots int
-	// RebootAsked is signalled when a reboot request is accepted.
-	RebootAsked chan struct{}
+	asked         chan struct{}
 }
 
 // NewSimHost returns a host booted into os.
 func NewSimHost(os string) *SimHost {
-	return &SimHost{booted: os, previous: os, RebootAsked: make(chan struct{}, 1)}
+	return &SimHost{booted: os, previous: os, asked: make(chan struct{}, 1)}
 }
 
 // Booted implements daemon.OSUpdater.
@@ -96,7 +95,7 @@ func (h *SimHost) Reboot(context.Context, string) error {
 	}
 	h.rebootAsked = true
 	select {
-	case h.RebootAsked <- struct{}{}:
+	case h.asked <- struct{}{}:
 	default:
 	}
 	return nil
@@ -108,6 +107,9 @@ func (h *SimHost) BootID() (string, error) {
 	defer h.mu.Unlock()
 	return fmt.Sprintf("sim-boot-%d", h.boot), nil
 }
+
+// RebootRequests is signalled when a reboot request is accepted.
+func (h *SimHost) RebootRequests() <-chan struct{} { return h.asked }
 
 // RebootPending reports whether a reboot was asked for in this boot.
 func (h *SimHost) RebootPending() bool {

@@ -16,8 +16,11 @@ import (
 // stops the agent (like a machine going down), boots the host and starts a
 // new agent from the state directory alone, as after a real reboot.
 type SimNode struct {
-	Name     string
-	Host     *SimHost
+	Name string
+	Host *SimHost
+	// Machine, when set, replaces Host as the node's OS edge (for
+	// example the rpm-ostree double behind the real osupdate package).
+	Machine  Machine
 	StateDir string
 	Client   kubernetes.Interface
 	Log      *slog.Logger
@@ -43,9 +46,10 @@ func (n *SimNode) Start() error {
 	if n.running {
 		return fmt.Errorf("agent of %s already running", n.Name)
 	}
+	m := n.machine()
 	cfg := daemon.UpdateAgentConfig{
 		Client: n.Client, NodeName: n.Name, StateDir: n.StateDir,
-		OS: n.Host, Reboot: n.Host, BootID: n.Host.BootID, Health: n.Health, Log: n.Log,
+		OS: m, Reboot: m, BootID: m.BootID, Health: n.Health, Log: n.Log,
 		PollInterval: 300 * time.Millisecond, DrainAttempt: 10 * time.Second,
 	}
 	if n.Tune != nil {
@@ -95,9 +99,9 @@ func (n *SimNode) RunReboots(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-n.Host.RebootAsked:
+		case <-n.machine().RebootRequests():
 		}
-		if !n.Host.RebootPending() {
+		if !n.machine().RebootPending() {
 			continue
 		}
 		n.Kill()
@@ -106,9 +110,29 @@ func (n *SimNode) RunReboots(ctx context.Context) {
 			return
 		case <-time.After(n.RebootDelay):
 		}
-		n.Host.Boot()
+		n.machine().Boot()
 		if err := n.Start(); err != nil && n.Log != nil {
 			n.Log.Error("restart agent after boot", "node", n.Name, "err", err)
 		}
 	}
+}
+
+// Machine is a simulated host's OS edge: what the agent calls, and the
+// harness's side of the reboot.
+type Machine interface {
+	daemon.OSUpdater
+	daemon.Rebooter
+	BootID() (string, error)
+	// RebootRequests is signalled when a reboot may have been asked for.
+	RebootRequests() <-chan struct{}
+	RebootPending() bool
+	// Boot boots the host; the agent is stopped.
+	Boot()
+}
+
+func (n *SimNode) machine() Machine {
+	if n.Machine != nil {
+		return n.Machine
+	}
+	return n.Host
 }

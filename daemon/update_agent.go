@@ -39,6 +39,8 @@ type UpdateAgentConfig struct {
 
 	// Tuning; zero values take UpdateConfig's defaults.
 	PollInterval, DrainTimeout, DrainAttempt, HealthTimeout, RebootRetry time.Duration
+	// StageAfterDrain: see UpdateConfig (benchmarks only).
+	StageAfterDrain bool
 }
 
 // UpdateAgent runs the update machine of one node against the cluster.
@@ -85,7 +87,7 @@ func NewUpdateAgent(cfg UpdateAgentConfig) (*UpdateAgent, error) {
 		Drain: cfg.Drainer, Health: cfg.Health, Events: a.events, Status: cfg.Status, Metrics: metrics,
 		Log: cfg.Log, Wake: a.watch.Wake(),
 		PollInterval: cfg.PollInterval, DrainTimeout: cfg.DrainTimeout, DrainAttempt: cfg.DrainAttempt,
-		HealthTimeout: cfg.HealthTimeout, RebootRetry: cfg.RebootRetry,
+		HealthTimeout: cfg.HealthTimeout, RebootRetry: cfg.RebootRetry, StageAfterDrain: cfg.StageAfterDrain,
 	})
 	if err != nil {
 		return nil, err

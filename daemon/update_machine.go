@@ -46,6 +46,10 @@ type UpdateConfig struct {
 	RebootRetry time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// StageAfterDrain downloads the target only after the drain, inside
+	// the unavailable window, as the machine-config-daemon does. It exists
+	// to measure what pre-staging saves; never use it in production.
+	StageAfterDrain bool
 }
 
 // UpdateMachine runs the persisted update lifecycle of one node.

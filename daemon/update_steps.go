@@ -24,6 +24,9 @@ func (m *UpdateMachine) run(ctx context.Context, node *corev1.Node, want Desired
 		if want.Target != st.Target {
 			return m.restart(ctx, want)
 		}
+		if m.cfg.StageAfterDrain {
+			return StepStaged, nil // staged in Finalizing, after the drain
+		}
 		if err := m.cfg.OS.Stage(ctx, st.Target); err != nil {
 			return StepStaging, fmt.Errorf("stage %s: %w", st.Target, err)
 		}
@@ -220,6 +223,11 @@ func (m *UpdateMachine) drain(ctx context.Context, want Desired) (Step, error) {
 func (m *UpdateMachine) finalize(ctx context.Context) (Step, error) {
 	if rebooted, err := m.rebooted(); err != nil || rebooted {
 		return m.afterBoot(err) // finalization rebooted the machine
+	}
+	if m.cfg.StageAfterDrain {
+		if err := m.cfg.OS.Stage(ctx, m.state.Target); err != nil {
+			return StepFinalizing, fmt.Errorf("stage %s: %w", m.state.Target, err)
+		}
 	}
 	if err := m.cfg.OS.Finalize(ctx, m.state.Target); err != nil {
 		return StepFinalizing, fmt.Errorf("finalize %s: %w", m.state.Target, err)

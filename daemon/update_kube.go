@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -126,5 +125,3 @@ func (e *NodeEvents) Event(node *corev1.Node, warning bool, reason, message stri
 
 // Stop shuts the broadcaster down.
 func (e *NodeEvents) Stop() { e.broadcaster.Shutdown() }
-
-func isGone(err error) bool { return apierrors.IsNotFound(err) }

@@ -13,22 +13,18 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/coordinator"
 	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/e2e"
 )
 
 var env cluster.Env
@@ -37,8 +33,8 @@ func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 
 var crdOnce sync.Once
 
-// setup installs the UpdatePool CRD once per package and the agents' Lease
-// namespace.
+// setup installs the UpdatePool CRD and the agents' Lease namespace once
+// per package.
 func setup(t *testing.T) (*cluster.ControlPlane, dynamic.Interface) {
 	t.Helper()
 	cp := env.ControlPlane(t)
@@ -47,28 +43,11 @@ func setup(t *testing.T) (*cluster.ControlPlane, dynamic.Interface) {
 		t.Fatal(err)
 	}
 	crdOnce.Do(func() {
-		data, err := os.ReadFile("../manifests/crds/nodeward.io_updatepools.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var obj map[string]any
-		if err := yaml.Unmarshal(data, &obj); err != nil {
-			t.Fatal(err)
-		}
-		crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-		if _, err := dyn.Resource(crds).Create(context.Background(), &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("install UpdatePool CRD: %v", err)
-		}
-		cluster.WaitFor(t, 30*time.Second, "UpdatePool CRD served", func(ctx context.Context) (bool, error) {
-			_, err := dyn.Resource(v1alpha1.UpdatePoolResource()).List(ctx, metav1.ListOptions{})
-			return err == nil, err
-		})
-		_, err = cp.Client().CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
-			ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.AgentLeaseNamespace}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
+		err = e2e.InstallPoolAPI(context.Background(), cp.Client(), dyn, "../manifests/crds/nodeward.io_updatepools.yaml")
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return cp, dyn
 }
 
@@ -79,14 +58,8 @@ const suiteLabel = "nodeward.test/suite"
 func createPool(t *testing.T, dyn dynamic.Interface, suite string, pool *v1alpha1.UpdatePool) {
 	t.Helper()
 	pool.Labels = map[string]string{suiteLabel: suite}
-	pool.TypeMeta = metav1.TypeMeta{APIVersion: v1alpha1.GroupName + "/" + v1alpha1.Version, Kind: "UpdatePool"}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pool)
-	if err != nil {
+	if err := e2e.CreatePool(context.Background(), dyn, pool); err != nil {
 		t.Fatal(err)
-	}
-	if _, err := dyn.Resource(v1alpha1.UpdatePoolResource()).Create(context.Background(),
-		&unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create pool %s: %v", pool.Name, err)
 	}
 	t.Cleanup(func() {
 		_ = dyn.Resource(v1alpha1.UpdatePoolResource()).Delete(context.Background(), pool.Name, metav1.DeleteOptions{})
@@ -96,15 +69,8 @@ func createPool(t *testing.T, dyn dynamic.Interface, suite string, pool *v1alpha
 // renewLeases stands in for the agents' liveness Leases.
 func renewLeases(t *testing.T, cp *cluster.ControlPlane, nodes []string) {
 	t.Helper()
-	for _, n := range nodes {
-		_, err := cp.Client().CoordinationV1().Leases(v1alpha1.AgentLeaseNamespace).Create(context.Background(), &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.AgentLeaseName(n)},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(n), LeaseDurationSeconds: ptr.To[int32](3600),
-				RenewTime: &metav1.MicroTime{Time: time.Now()}},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatalf("create Lease for %s: %v", n, err)
-		}
+	if err := e2e.CreateAgentLeases(context.Background(), cp.Client(), nodes); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -40,6 +40,10 @@ func newCoordinatorCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			reg := prometheus.NewRegistry()
+			metrics := coordinator.NewMetrics(reg)
+			cfg.WrapTransport = metrics.WrapTransport
+			cfg.QPS, cfg.Burst = 50, 100
 			client, err := kubernetes.NewForConfig(cfg)
 			if err != nil {
 				return fmt.Errorf("create Kubernetes client: %w", err)
@@ -49,9 +53,8 @@ func newCoordinatorCommand() *cobra.Command {
 				return fmt.Errorf("create dynamic client: %w", err)
 			}
 			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-			reg := prometheus.NewRegistry()
 			opts := coordinator.Options{Client: client, Dynamic: dyn, Log: log, Resync: resync,
-				Metrics: coordinator.NewMetrics(reg), PoolLabelSelector: poolSelector}
+				Metrics: metrics, PoolLabelSelector: poolSelector}
 			if err := serveMetrics(metricsAddr, reg, log); err != nil {
 				return err
 			}

@@ -33,6 +33,11 @@ type Options struct {
 	WorkDir string
 	// Log receives progress lines; nil discards them.
 	Log func(format string, args ...any)
+	// Controllers is kube-controller-manager's --controllers; default all
+	// but serviceaccount-token. Benchmarks with thousands of node objects
+	// and no kubelet disable node-lifecycle-controller so that nodes stay
+	// Ready.
+	Controllers string
 }
 
 // ControlPlane is a running control plane. Its methods are safe for
@@ -56,6 +61,9 @@ type ControlPlane struct {
 func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 	if opts.Log == nil {
 		opts.Log = func(string, ...any) {}
+	}
+	if opts.Controllers == "" {
+		opts.Controllers = "*,-serviceaccount-token-controller"
 	}
 	for _, bin := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"} {
 		if _, err := os.Stat(filepath.Join(opts.BinDir, bin)); err != nil {
@@ -199,7 +207,7 @@ func (cp *ControlPlane) startControllers(ctx context.Context, kcmPort, schedPort
 		"--authentication-kubeconfig="+cp.adminKube, "--authorization-kubeconfig="+cp.adminKube,
 		// serviceaccount-token needs a private key and mints legacy token
 		// Secrets nobody here uses; everything else runs.
-		"--controllers=*,-serviceaccount-token",
+		"--controllers="+cp.opts.Controllers,
 		"--use-service-account-credentials=false",
 		"--leader-elect=false",
 		fmt.Sprintf("--secure-port=%d", kcmPort), "--bind-address=127.0.0.1",

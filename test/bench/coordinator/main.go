@@ -1,0 +1,274 @@
+// Command coordinator benchmarks `nodeward coordinator` at scale on the real
+// control plane: thousands of Node objects (no kubelet; the node lifecycle
+// controller is off so they stay Ready), one pool with maxUnavailable 1 and a
+// simulated agent that finishes each update at once. It measures the time
+// from a slot freeing (the agent's Done written) to the next grant seen in a
+// watch, the coordinator process's RSS and its API requests per grant.
+//
+//	NODEWARD_TESTBIN_DIR=... go run ./test/bench/coordinator -nodes 5000 -grants 200
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/e2e"
+)
+
+func main() {
+	nodes := flag.Int("nodes", 5000, "Node objects in the cluster (all in the pool)")
+	grants := flag.Int("grants", 200, "slot-free → grant cycles to measure")
+	flag.Parse()
+	if err := run(*nodes, *grants); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(nodeCount, grantCount int) error {
+	binDir := os.Getenv(cluster.BinDirVariable)
+	if binDir == "" {
+		return fmt.Errorf("%s is not set (make testbin)", cluster.BinDirVariable)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	cp, err := cluster.Start(ctx, cluster.Options{BinDir: binDir,
+		Controllers: "*,-serviceaccount-token-controller,-node-lifecycle-controller"})
+	if err != nil {
+		return err
+	}
+	defer func() { cp.Stop(); os.RemoveAll(cp.Dir()) }()
+	cfg := cp.Config()
+	cfg.QPS, cfg.Burst = 5000, 5000
+	client := kubernetes.NewForConfigOrDie(cfg)
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	if err := e2e.InstallPoolAPI(ctx, client, dyn, repoPath("manifests/crds/nodeward.io_updatepools.yaml")); err != nil {
+		return err
+	}
+	start := time.Now()
+	names, err := createNodes(ctx, client, nodeCount)
+	if err != nil {
+		return err
+	}
+	log.Printf("created %d nodes and their agent Leases in %s", nodeCount, time.Since(start).Round(time.Millisecond))
+
+	bin := filepath.Join(cp.Dir(), "nodeward")
+	build := exec.Command("go", "build", "-o", bin, "github.com/nodeward/nodeward/cmd/nodeward")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("build nodeward: %w", err)
+	}
+	metricsAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	coord := exec.Command(bin, "coordinator", "--kubeconfig="+cp.KubeconfigPath(), "--leader-elect=false",
+		"--metrics-address="+metricsAddr, "--resync=30s")
+	logFile, _ := os.Create(filepath.Join(cp.Dir(), "coordinator.log"))
+	coord.Stdout, coord.Stderr = logFile, logFile
+	coord.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := coord.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = coord.Process.Signal(syscall.SIGTERM); _ = coord.Wait() }()
+
+	latencies, reqs, err := measure(ctx, client, dyn, metricsAddr, names, grantCount)
+	if err != nil {
+		return err
+	}
+	rss, hwm := procMemory(coord.Process.Pid)
+	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	pct := func(p float64) time.Duration { return latencies[int(p*float64(len(latencies)-1))] }
+	fmt.Printf("nodes=%d grants=%d grant-latency p50=%s p99=%s max=%s coordinator-rss=%.1fMiB peak-rss=%.1fMiB api-requests-per-grant=%.2f\n",
+		nodeCount, len(latencies), pct(0.5).Round(time.Microsecond), pct(0.99).Round(time.Microsecond),
+		latencies[len(latencies)-1].Round(time.Microsecond), rss, hwm, reqs/float64(len(latencies)))
+	return nil
+}
+
+func createNodes(ctx context.Context, client kubernetes.Interface, n int) ([]string, error) {
+	names := make([]string, n)
+	errs := make(chan error, n)
+	work := make(chan int)
+	var wg sync.WaitGroup
+	capacity := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourcePods: resource.MustParse("110")}
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				name := fmt.Sprintf("bench-%04d", i)
+				names[i] = name
+				node := &corev1.Node{
+					ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+						cluster.GroupLabel: "bench", cluster.ZoneLabel: fmt.Sprintf("zone-%d", i%10)}},
+					Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity, Conditions: []corev1.NodeCondition{{
+						Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "Bench",
+						LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}},
+				}
+				if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+					errs <- fmt.Errorf("create node %s: %w", name, err)
+					continue
+				}
+				_, err := client.CoordinationV1().Leases(v1alpha1.AgentLeaseNamespace).Create(ctx, &coordinationv1.Lease{
+					ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.AgentLeaseName(name)},
+					Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To[int32](3600),
+						RenewTime: &metav1.MicroTime{Time: time.Now()}},
+				}, metav1.CreateOptions{})
+				if err != nil {
+					errs <- fmt.Errorf("create Lease of %s: %w", name, err)
+				}
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		return nil, err
+	}
+	return names, nil
+}
+
+// measure plays the agents: each grant is answered at once with Done; the
+// latency of a cycle runs from the Done write's return to the next grant's
+// arrival in the watch.
+func measure(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, metricsAddr string, names []string, want int) ([]time.Duration, float64, error) {
+	w, err := client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: cluster.GroupLabel + "=bench"})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer w.Stop()
+	pool := &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: "bench"}},
+		OSImage:      "quay.io/fedora/fedora-coreos:bench", MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+	}}
+	if err := e2e.CreatePool(ctx, dyn, pool); err != nil {
+		return nil, 0, err
+	}
+	var (
+		latencies []time.Duration
+		freedAt   time.Time
+		seen      = map[string]bool{}
+		reqStart  float64
+	)
+	deadline := time.After(10 * time.Minute)
+	for len(latencies) < want {
+		select {
+		case <-deadline:
+			return nil, 0, fmt.Errorf("only %d of %d grants within 10 minutes", len(latencies), want)
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return nil, 0, fmt.Errorf("node watch closed")
+			}
+			node, isNode := ev.Object.(*corev1.Node)
+			if !isNode {
+				continue
+			}
+			grant := node.Annotations[v1alpha1.AnnotationGrant]
+			if grant == "" || seen[grant] {
+				continue
+			}
+			seen[grant] = true
+			arrived := time.Now()
+			if !freedAt.IsZero() {
+				latencies = append(latencies, arrived.Sub(freedAt))
+			} else {
+				// The first grant starts the window: every request after
+				// it belongs to a measured cycle.
+				reqStart = scrapeRequests(metricsAddr)
+			}
+			done := map[string]any{v1alpha1.AnnotationState: v1alpha1.StepDone,
+				v1alpha1.AnnotationStateTarget: node.Annotations[v1alpha1.AnnotationTarget], v1alpha1.AnnotationStateGrant: grant}
+			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": done}})
+			if _, err := client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				return nil, 0, err
+			}
+			freedAt = time.Now()
+		}
+	}
+	return latencies, scrapeRequests(metricsAddr) - reqStart, nil
+}
+
+// scrapeRequests sums nodeward_coordinator_api_requests_total.
+func scrapeRequests(addr string) float64 {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	total := 0.0
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "nodeward_coordinator_api_requests_total") {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			total += v
+		}
+	}
+	return total
+}
+
+func procMemory(pid int) (rssMiB, peakMiB float64) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && (f[0] == "VmRSS:" || f[0] == "VmHWM:") {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			if f[0] == "VmRSS:" {
+				rssMiB = kb / 1024
+			} else {
+				peakMiB = kb / 1024
+			}
+		}
+	}
+	return rssMiB, peakMiB
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func repoPath(rel string) string {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		return rel
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), rel)
+}

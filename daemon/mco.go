@@ -1,0 +1,114 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+)
+
+// The machine-config-daemon's node annotations, which an OpenShift Machine
+// Config Operator's node controller reads and writes.
+const (
+	MCOCurrentConfig = "machineconfiguration.openshift.io/currentConfig"
+	MCODesiredConfig = "machineconfiguration.openshift.io/desiredConfig"
+	MCOState         = "machineconfiguration.openshift.io/state"
+	MCOReason        = "machineconfiguration.openshift.io/reason"
+
+	MCOStateDone     = "Done"
+	MCOStateWorking  = "Working"
+	MCOStateDegraded = "Degraded"
+)
+
+// MachineConfigResource is the MachineConfig resource, cluster-scoped.
+func MachineConfigResource() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "machineconfiguration.openshift.io", Version: "v1", Resource: "machineconfigs"}
+}
+
+// MCOProtocol lets an existing MCO node controller coordinate nodeward
+// (--protocol=mco). The controller picks the nodes to update by setting
+// desiredConfig, so a desiredConfig different from currentConfig is the
+// grant; the target is the named MachineConfig's osImageURL followed by its
+// kernelArguments. The agent reports state Working / Done / Degraded and a
+// reason, and sets currentConfig to desiredConfig when done, as the
+// machine-config-daemon does. There is no pre-staging (the target is known
+// only with the grant) and no yield (the MCO has no such notion).
+type MCOProtocol struct {
+	Client  kubernetes.Interface
+	Dynamic dynamic.Interface
+	Node    string
+	// Timeout bounds reading a MachineConfig; default 10 s.
+	Timeout time.Duration
+}
+
+// Desired implements Protocol.
+func (p *MCOProtocol) Desired(node *corev1.Node) (Desired, error) {
+	desired := node.Annotations[MCODesiredConfig]
+	if desired == "" {
+		return Desired{}, nil
+	}
+	target, err := p.target(desired)
+	if err != nil {
+		return Desired{}, err
+	}
+	d := Desired{Target: target}
+	if desired != node.Annotations[MCOCurrentConfig] {
+		d.Grant = desired
+	}
+	return d, nil
+}
+
+// target reads osImageURL and kernelArguments of MachineConfig name.
+func (p *MCOProtocol) target(name string) (string, error) {
+	timeout := p.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	mc, err := p.Dynamic.Resource(MachineConfigResource()).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("read MachineConfig %s named by %s: %w", name, MCODesiredConfig, err)
+	}
+	image, _, err := unstructured.NestedString(mc.Object, "spec", "osImageURL")
+	if err != nil || image == "" {
+		return "", fmt.Errorf("MachineConfig %s: spec.osImageURL is empty or not a string", name)
+	}
+	kargs, _, err := unstructured.NestedStringSlice(mc.Object, "spec", "kernelArguments")
+	if err != nil {
+		return "", fmt.Errorf("MachineConfig %s: spec.kernelArguments: %w", name, err)
+	}
+	return strings.Join(append([]string{image}, kargs...), " "), nil
+}
+
+// Report implements Protocol.
+func (p *MCOProtocol) Report(ctx context.Context, st State) error {
+	state, reason := MCOStateDone, ""
+	switch {
+	case st.Step == StepDegraded || st.Step == StepRolledBack || st.Step == StepRollingBack:
+		state, reason = MCOStateDegraded, st.Reason
+	case st.Step.HoldsSlot():
+		state = MCOStateWorking
+	}
+	set := map[string]*string{MCOState: &state, MCOReason: &reason}
+	if st.Step == StepDone && st.Target != "" {
+		node, err := p.Client.CoreV1().Nodes().Get(ctx, p.Node, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("get node %s: %w", p.Node, err)
+		}
+		desired := node.Annotations[MCODesiredConfig]
+		// Only claim the desired config when it is what was applied: the
+		// controller may have moved on while the agent finished.
+		if target, err := p.target(desired); err == nil && target == st.Target {
+			set[MCOCurrentConfig] = &desired
+		}
+	}
+	return patchAnnotations(ctx, p.Client, p.Node, set)
+}

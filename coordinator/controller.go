@@ -39,6 +39,13 @@ type Options struct {
 	// Leases and opening maintenance windows. Default 5 s.
 	Resync  time.Duration
 	Metrics *Metrics
+	// GuardRateInterval is how often a rate-limited zone (over 50 nodes,
+	// 55% or more unhealthy) may let one more node take a NoExecute taint.
+	// Default 100 s (the node lifecycle controller's 0.01 nodes/s).
+	GuardRateInterval time.Duration
+	// DisableGuard stops publishing the disruption guard (coordinators
+	// sharing a cluster by PoolLabelSelector let only one publish it).
+	DisableGuard bool
 	// PoolLabelSelector restricts the coordinator to the pools it selects
 	// (empty: all). Two coordinators must never share a pool; this lets
 	// tests run one coordinator per scenario on one cluster.
@@ -47,16 +54,18 @@ type Options struct {
 
 // Controller grants update slots. Run it only while holding leadership.
 type Controller struct {
-	opts       Options
-	queue      workqueue.TypedRateLimitingInterface[string]
-	nodes      cache.SharedIndexInformer
-	leases     cache.SharedIndexInformer
-	pools      cache.SharedIndexInformer
-	mu         sync.Mutex
-	pending    map[string]string // node → grant written, not yet in the cache
-	grantN     int
-	events     record.EventRecorder
-	stopEvents func()
+	opts    Options
+	queue   workqueue.TypedRateLimitingInterface[string]
+	nodes   cache.SharedIndexInformer
+	leases  cache.SharedIndexInformer
+	pools   cache.SharedIndexInformer
+	mu      sync.Mutex
+	pending map[string]string // node → grant written, not yet in the cache
+	grantN  int
+	events  record.EventRecorder
+	// guardGrownAt is when a rate-limited zone last gained a permit.
+	guardGrownAt time.Time
+	stopEvents   func()
 }
 
 // New builds a controller; Run starts it.
@@ -69,6 +78,9 @@ func New(opts Options) *Controller {
 	}
 	if opts.Log == nil {
 		opts.Log = slog.Default()
+	}
+	if opts.GuardRateInterval == 0 {
+		opts.GuardRateInterval = 100 * time.Second
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics(nil)
@@ -149,6 +161,11 @@ func (c *Controller) Run(ctx context.Context) error {
 				return
 			case <-t.C:
 				c.enqueuePools()
+				if !c.opts.DisableGuard {
+					if err := c.publishGuard(ctx, c.opts.Now()); err != nil {
+						c.opts.Log.Error("publish disruption guard", "err", err)
+					}
+				}
 			}
 		}
 	}()

@@ -156,8 +156,8 @@ func watchInvariant(ctx context.Context, t *testing.T, cp *cluster.ControlPlane,
 
 func runCoordinator(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, dyn dynamic.Interface, suite string) {
 	c := coordinator.New(coordinator.Options{Client: cp.Client(), Dynamic: dyn, Resync: time.Second,
-		PoolLabelSelector: suiteLabel + "=" + suite,
-		Log:               slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		PoolLabelSelector: suiteLabel + "=" + suite, DisableGuard: true,
+		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	go func() {
 		if err := c.Run(ctx); err != nil && ctx.Err() == nil {
 			t.Errorf("coordinator: %v", err)

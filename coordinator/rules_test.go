@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -141,7 +142,7 @@ func TestLeaderFailoverMidRolloutNeverOverGrants(t *testing.T) {
 		cctx, stop := context.WithCancel(ctx)
 		go func() {
 			_ = coordinator.RunWithLeaderElection(cctx, coordinator.Options{Client: cp.Client(), Dynamic: dyn, Resync: time.Second,
-				PoolLabelSelector: suiteLabel + "=" + prefix},
+				PoolLabelSelector: suiteLabel + "=" + prefix, DisableGuard: true},
 				coordinator.LeaderOptions{Namespace: leaderNS, Identity: id,
 					LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond})
 		}()
@@ -215,4 +216,33 @@ func TestSilentAgentIsNeverGrantedAndItsHealthGoesUnknown(t *testing.T) {
 			return err == nil && len(evs.Items) > 0, err
 		})
 	}
+}
+
+// TestGuardIsPublished: the leader publishes the disruption guard; a zone
+// whose nodes are all unhealthy is not Allowed, a healthy zone is.
+func TestGuardIsPublished(t *testing.T) {
+	t.Parallel()
+	cp, dyn := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bad := cp.CreateNodes(t, cluster.NodeSpec{Prefix: "guard-bad", Count: 2, Zones: []string{"guard-z1"}})
+	cp.CreateNodes(t, cluster.NodeSpec{Prefix: "guard-ok", Count: 2, Zones: []string{"guard-z2"}})
+	for _, n := range bad {
+		cond := `{"status":{"conditions":[{"type":"NodewardMemoryPressure","status":"True","reason":"Test","message":"pressure",` +
+			`"lastHeartbeatTime":"2026-01-01T00:00:00Z","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`
+		if _, err := cp.Client().CoreV1().Nodes().PatchStatus(ctx, n, []byte(cond)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := coordinator.New(coordinator.Options{Client: cp.Client(), Dynamic: dyn, Resync: 200 * time.Millisecond,
+		PoolLabelSelector: suiteLabel + "=guard"})
+	go func() { _ = c.Run(ctx) }()
+	cluster.WaitFor(t, 30*time.Second, "guard ConfigMap with zones guard-z1 not Allowed and guard-z2 Allowed", func(ctx context.Context) (bool, error) {
+		cm, err := cp.Client().CoreV1().ConfigMaps(v1alpha1.AgentLeaseNamespace).Get(ctx, v1alpha1.GuardConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		z1, z2 := cm.Data[v1alpha1.GuardZonePrefix+"guard-z1"], cm.Data[v1alpha1.GuardZonePrefix+"guard-z2"]
+		return z1 != "" && z1 != v1alpha1.GuardAllowed && z2 == v1alpha1.GuardAllowed, fmt.Errorf("z1=%q z2=%q", z1, z2)
+	})
 }

@@ -48,3 +48,27 @@ const (
 	StepDegraded = "Degraded"
 	StepYielded  = "Yielded"
 )
+
+// The disruption guard for NoExecute condition taints: a ConfigMap the
+// coordinator leader writes and agents read before applying a NoExecute
+// taint (docs/protocol.md).
+const (
+	// GuardConfigMapName lives in AgentLeaseNamespace.
+	GuardConfigMapName = "nodeward-disruption-guard"
+	// GuardZonePrefix + zone ("_none" for nodes without a zone label) holds
+	// GuardAllowed, GuardDenied or GuardRateLimited.
+	GuardZonePrefix = "zone."
+	// GuardPermitsSuffix: GuardZonePrefix + zone + GuardPermitsSuffix lists,
+	// comma-separated, the nodes of a rate-limited zone that may hold a
+	// NoExecute taint.
+	GuardPermitsSuffix = ".permits"
+	// GuardControlPlaneHolder names the one control-plane node that may
+	// hold a NoExecute taint ("" for none).
+	GuardControlPlaneHolder = "controlplane-holder"
+
+	GuardAllowed     = "Allowed"
+	GuardDenied      = "Denied"
+	GuardRateLimited = "RateLimited"
+	// GuardNoZone stands for nodes without a zone label.
+	GuardNoZone = "_none"
+)

@@ -8,25 +8,12 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 )
 
-// Notifier sends sd_notify(3) messages ("READY=1", "STATUS=...").
+// Notifier sends sd_notify(3) messages ("READY=1", "STATUS=..."); the
+// systemd package's Notifier is the one to use.
 type Notifier interface {
 	Notify(state string) error
-}
-
-// SdNotifier notifies the service manager through $NOTIFY_SOCKET; without
-// that variable (not run by systemd) it does nothing.
-type SdNotifier struct{}
-
-// Notify implements Notifier.
-func (SdNotifier) Notify(state string) error {
-	if _, err := sddaemon.SdNotify(false, state); err != nil {
-		return fmt.Errorf("sd_notify %q: %w", state, err)
-	}
-	return nil
 }
 
 // ReadyCheck reports whether one part of the agent is ready and, if not,

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodeward/nodeward/systemd"
 )
 
 // TestReadinessNotifiesOverARealSocket checks /readyz and that READY=1 and
@@ -24,7 +26,7 @@ func TestReadinessNotifiesOverARealSocket(t *testing.T) {
 	t.Setenv("NOTIFY_SOCKET", sock)
 
 	synced := make(chan struct{})
-	r := &Readiness{Notifier: SdNotifier{}}
+	r := &Readiness{Notifier: &systemd.Notifier{}}
 	r.Add("update", SyncedCheck(synced))
 
 	rec := httptest.NewRecorder()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeward/nodeward/conditions"
 	"github.com/nodeward/nodeward/daemon"
@@ -36,8 +37,15 @@ func newAgentCommand() *cobra.Command {
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			client, err := kubernetes.NewForConfig(restConfig)
+			if err != nil {
+				return fmt.Errorf("create Kubernetes client: %w", err)
+			}
 			health, err := daemon.NewHealth(daemon.HealthConfig{
 				RestConfig: restConfig, NodeName: nodeName, Config: cfg, Log: log,
+				// NoExecute rows of the policy apply only while the
+				// coordinator's disruption guard allows them.
+				Guard: daemon.CoordinatorGuard(client),
 			})
 			if err != nil {
 				return err

@@ -52,6 +52,9 @@ type Options struct {
 	PoolLabelSelector string
 }
 
+// statusInterval bounds how often a pool's status is written.
+const statusInterval = time.Second
+
 // Controller grants update slots. Run it only while holding leadership.
 type Controller struct {
 	opts    Options
@@ -63,6 +66,8 @@ type Controller struct {
 	pending map[string]string // node → grant written, not yet in the cache
 	grantN  int
 	events  record.EventRecorder
+	// statusWritten is when each pool's status was last written.
+	statusWritten map[string]time.Time
 	// guardGrownAt is when a rate-limited zone last gained a permit.
 	guardGrownAt time.Time
 	stopEvents   func()
@@ -91,12 +96,13 @@ func New(opts Options) *Controller {
 	dyn := dynamicinformer.NewFilteredDynamicSharedInformerFactory(opts.Dynamic, 0, metav1.NamespaceAll,
 		func(o *metav1.ListOptions) { o.LabelSelector = opts.PoolLabelSelector })
 	c := &Controller{
-		opts:    opts,
-		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
-		nodes:   core.Core().V1().Nodes().Informer(),
-		leases:  leaseFactory.Coordination().V1().Leases().Informer(),
-		pools:   dyn.ForResource(v1alpha1.UpdatePoolResource()).Informer(),
-		pending: map[string]string{},
+		opts:          opts,
+		queue:         workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		nodes:         core.Core().V1().Nodes().Informer(),
+		leases:        leaseFactory.Coordination().V1().Leases().Informer(),
+		pools:         dyn.ForResource(v1alpha1.UpdatePoolResource()).Informer(),
+		pending:       map[string]string{},
+		statusWritten: map[string]time.Time{},
 	}
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: opts.Client.CoreV1().Events("")})
@@ -308,7 +314,24 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		return err
 	}
 	c.opts.Metrics.observe(pool.Name, plan)
-	return c.writeStatus(ctx, pool, plan, len(views), overlapping)
+	// Status is written at most once per statusInterval per pool: it
+	// changes with every grant, and writing it on the path from a freed
+	// slot to the next grant would delay the grant. A later reconcile
+	// (queued below) writes what is pending.
+	c.mu.Lock()
+	wait := c.statusWritten[key].Add(statusInterval).Sub(now)
+	c.mu.Unlock()
+	if wait > 0 {
+		c.queue.AddAfter(key, wait)
+		return nil
+	}
+	written, err := c.writeStatus(ctx, pool, plan, len(views), overlapping)
+	if written {
+		c.mu.Lock()
+		c.statusWritten[key] = now
+		c.mu.Unlock()
+	}
+	return err
 }
 
 func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan *poolPlan, now time.Time) error {
@@ -388,13 +411,9 @@ func patchNodeAnnotations(ctx context.Context, client kubernetes.Interface, node
 // agent went silent to Unknown, as the node lifecycle controller does for a
 // silent kubelet, so stale health never looks fresh.
 func markHealthUnknown(ctx context.Context, client kubernetes.Interface, node *corev1.Node, now time.Time) (bool, error) {
-	health := map[corev1.NodeConditionType]bool{}
-	for _, t := range v1alpha1.HealthConditions() {
-		health[t] = true
-	}
 	var conds []corev1.NodeCondition
 	for _, cond := range node.Status.Conditions {
-		if health[cond.Type] && cond.Status != corev1.ConditionUnknown {
+		if v1alpha1.IsHealthCondition(cond.Type) && cond.Status != corev1.ConditionUnknown {
 			conds = append(conds, corev1.NodeCondition{
 				Type: cond.Type, Status: corev1.ConditionUnknown, Reason: "AgentSilent",
 				Message:            "nodeward agent stopped renewing its liveness Lease",

@@ -32,16 +32,12 @@ type guardState struct {
 
 // nodeUnhealthy: not Ready, or a nodeward health condition True.
 func nodeUnhealthy(n *corev1.Node) bool {
-	health := map[corev1.NodeConditionType]bool{}
-	for _, t := range v1alpha1.HealthConditions() {
-		health[t] = true
-	}
 	ready := false
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			ready = c.Status == corev1.ConditionTrue
 		}
-		if health[c.Type] && c.Status == corev1.ConditionTrue {
+		if v1alpha1.IsHealthCondition(c.Type) && c.Status == corev1.ConditionTrue {
 			return true
 		}
 	}

@@ -59,15 +59,11 @@ func viewNode(node *corev1.Node, leaseOK bool) nodeView {
 	if t, err := time.Parse(time.RFC3339, a[v1alpha1.AnnotationYieldedAt]); err == nil {
 		v.yieldedAt = t
 	}
-	health := map[corev1.NodeConditionType]bool{}
-	for _, t := range v1alpha1.HealthConditions() {
-		health[t] = true
-	}
 	for _, c := range node.Status.Conditions {
 		switch {
 		case c.Type == corev1.NodeReady:
 			v.ready = c.Status == corev1.ConditionTrue
-		case c.Type == corev1.NodeDiskPressure || c.Type == corev1.NodeNetworkUnavailable || health[c.Type]:
+		case c.Type == corev1.NodeDiskPressure || c.Type == corev1.NodeNetworkUnavailable || v1alpha1.IsHealthCondition(c.Type):
 			if c.Status == corev1.ConditionTrue {
 				v.unhealthy = append(v.unhealthy, string(c.Type))
 			}

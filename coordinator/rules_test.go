@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
@@ -136,7 +137,7 @@ func TestLeaderFailoverMidRolloutNeverOverGrants(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	watchInvariant(ctx, t, cp, prefix, 3)
-	simulateAgents(ctx, t, cp, prefix, 1500*time.Millisecond)
+	simulateAgents(ctx, t, cp, prefix, 3*time.Second)
 	leaderNS := cp.Namespace(t)
 	start := func(id string) context.CancelFunc {
 		cctx, stop := context.WithCancel(ctx)
@@ -162,6 +163,9 @@ func TestLeaderFailoverMidRolloutNeverOverGrants(t *testing.T) {
 	}})
 	waitUpdated(t, cp, dyn, prefix, 3, time.Minute)
 	stopA() // mid-rollout
+	if all := countUpdated(t, dyn, prefix); all >= 12 {
+		t.Fatalf("the rollout had finished (%d updated) before the leader stopped: not a mid-rollout failover", all)
+	}
 	cluster.WaitFor(t, 20*time.Second, "replica b to take over", func(ctx context.Context) (bool, error) {
 		l, err := cp.Client().CoordinationV1().Leases(leaderNS).Get(ctx, coordinator.LeaderLeaseName, metav1.GetOptions{})
 		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == "b", err
@@ -245,4 +249,14 @@ func TestGuardIsPublished(t *testing.T) {
 		z1, z2 := cm.Data[v1alpha1.GuardZonePrefix+"guard-z1"], cm.Data[v1alpha1.GuardZonePrefix+"guard-z2"]
 		return z1 != "" && z1 != v1alpha1.GuardAllowed && z2 == v1alpha1.GuardAllowed, fmt.Errorf("z1=%q z2=%q", z1, z2)
 	})
+}
+
+func countUpdated(t *testing.T, dyn dynamic.Interface, pool string) int64 {
+	t.Helper()
+	obj, err := dyn.Resource(v1alpha1.UpdatePoolResource()).Get(context.Background(), pool, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _, _ := unstructured.NestedInt64(obj.Object, "status", "updatedMachineCount")
+	return n
 }

@@ -16,8 +16,8 @@ import (
 )
 
 // writeStatus publishes the pool's counts and conditions; it writes only
-// when something changed.
-func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.UpdatePool, plan *poolPlan, machines int, overlapping []string) error {
+// when something changed and reports whether it wrote.
+func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.UpdatePool, plan *poolPlan, machines int, overlapping []string) (bool, error) {
 	st := v1alpha1.UpdatePoolStatus{
 		ObservedGeneration:      pool.Generation,
 		ConfigName:              ConfigName(pool.Spec),
@@ -60,18 +60,18 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.UpdatePool,
 		meta.FindStatusCondition(st.Conditions, v1alpha1.PoolDegraded).Reason = "OverlappingPools"
 	}
 	if equality.Semantic.DeepEqual(st, pool.Status) {
-		return nil
+		return false, nil
 	}
 	patch, err := json.Marshal(map[string]any{"status": st})
 	if err != nil {
-		return err
+		return false, err
 	}
 	_, err = c.opts.Dynamic.Resource(v1alpha1.UpdatePoolResource()).Patch(ctx, pool.Name, types.MergePatchType, patch,
 		metav1.PatchOptions{}, "status")
 	if err != nil {
-		return fmt.Errorf("write status of pool %s: %w", pool.Name, err)
+		return false, fmt.Errorf("write status of pool %s: %w", pool.Name, err)
 	}
-	return nil
+	return true, nil
 }
 
 // describe lists unavailable nodes with their reasons, bounded so a large

@@ -58,3 +58,14 @@ const (
 	PreDrainHookPrefix  = "pre-drain.hook.nodeward.io/"
 	PreRebootHookPrefix = "pre-reboot.hook.nodeward.io/"
 )
+
+// IsHealthCondition reports whether t is one of nodeward's host-health
+// condition types.
+func IsHealthCondition(t corev1.NodeConditionType) bool {
+	switch t {
+	case ConditionMemoryPressure, ConditionDiskPressure, ConditionPIDPressure,
+		ConditionNetworkUnavailable, ConditionRuntimeUnavailable:
+		return true
+	}
+	return false
+}

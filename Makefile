@@ -10,7 +10,7 @@ GOBIN_DIR := $(shell go env GOPATH)/bin
 # The package timeout bounds a hung control plane; the slowest packages finish in minutes.
 TEST_FLAGS ?= -timeout 20m
 
-.PHONY: all build test test-unit testbin lint fuzz bench clean
+.PHONY: all build test test-unit testbin lint demo clean
 
 all: build
 
@@ -40,6 +40,11 @@ lint:
 	@[[ -x $(GOBIN_DIR)/staticcheck ]] || go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	$(GOBIN_DIR)/staticcheck ./...
 	NODEWARD_TESTBIN_DIR="$${NODEWARD_TESTBIN_DIR:-}" bash test/deploy/lint.sh
+
+# demo rolls a new OS out over 6 simulated nodes on the local control plane
+# (coordinator, UpdatePool maxUnavailable 2) and leaves no process behind.
+demo: testbin
+	NODEWARD_TESTBIN_DIR="$$(bash test/tools/install.sh 2>/dev/null | tail -1)" go run ./test/demo
 
 clean:
 	rm -rf bin

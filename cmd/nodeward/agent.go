@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,12 +20,18 @@ func newAgentCommand() *cobra.Command {
 		kube     kubeFlags
 		flags    healthFlags
 		nodeName string
+		updates  bool
+		protocol string
+		stateDir string
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the node agent: health conditions, taints and coordinated OS updates",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if protocol != "nodeward" && protocol != "mco" {
+				return fmt.Errorf("--protocol %q: want nodeward or mco", protocol)
+			}
 			cfg, err := flags.load(cmd)
 			if err != nil {
 				return err
@@ -50,8 +57,27 @@ func newAgentCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			log.Info("nodeward agent starting", "node", nodeName, "version", version)
-			if err := health.Run(cmd.Context()); err != nil && !errors.Is(err, cmd.Context().Err()) {
+			log.Info("nodeward agent starting", "node", nodeName, "version", version, "updates", updates)
+			if !updates {
+				if err := health.Run(cmd.Context()); err != nil && !errors.Is(err, cmd.Context().Err()) {
+					return err
+				}
+				return nil
+			}
+			update, readiness, err := newUpdateAgent(client, restConfig, health, nodeName, protocol, stateDir, log)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			go readiness.Run(ctx, time.Second)
+			errs := make(chan error, 2)
+			go func() { errs <- health.Run(ctx) }()
+			go func() { errs <- update.Run(ctx) }()
+			err = <-errs
+			cancel()
+			<-errs
+			if err != nil && !errors.Is(err, cmd.Context().Err()) {
 				return err
 			}
 			return nil
@@ -60,6 +86,9 @@ func newAgentCommand() *cobra.Command {
 	kube.register(cmd)
 	flags.register(cmd)
 	cmd.Flags().StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
+	cmd.Flags().BoolVar(&updates, "updates", true, "run the OS update lifecycle (needs rpm-ostree); false runs node health only")
+	cmd.Flags().StringVar(&protocol, "protocol", "nodeward", "coordinator protocol: nodeward or mco (OpenShift's machine-config operator)")
+	cmd.Flags().StringVar(&stateDir, "state-dir", "/var/lib/nodeward", "update state directory; must survive reboots")
 	return cmd
 }
 

@@ -58,7 +58,7 @@ type ControlPlane struct {
 // Start brings up etcd, kube-apiserver, kube-controller-manager,
 // kube-scheduler and kwok and returns once all of them are ready. On error
 // everything started so far is stopped again.
-func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
+func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if opts.Log == nil {
 		opts.Log = func(string, ...any) {}
 	}
@@ -76,7 +76,7 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 			return nil, fmt.Errorf("create work dir: %w", err)
 		}
 	}
-	cp = &ControlPlane{opts: opts, dir: dir}
+	cp := &ControlPlane{opts: opts, dir: dir}
 	defer func() {
 		if err != nil {
 			cp.stopProcesses()

@@ -116,7 +116,7 @@ func New(opts Options) *Controller {
 	}
 	_, _ = c.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.onNode,
-		UpdateFunc: func(_, n any) { c.onNode(n) },
+		UpdateFunc: c.onNodeUpdate,
 		DeleteFunc: c.onNode,
 	})
 	_, _ = c.leases.AddEventHandler(handler)
@@ -130,13 +130,30 @@ func New(opts Options) *Controller {
 // pools), never O(N²).
 func (c *Controller) onNode(obj any) {
 	if node, ok := obj.(*corev1.Node); ok {
-		c.mu.Lock()
-		if g, ok := c.pending[node.Name]; ok && node.Annotations[v1alpha1.AnnotationGrant] == g {
-			delete(c.pending, node.Name)
-		}
-		c.mu.Unlock()
+		c.forgetExpectation(node)
 	}
 	c.enqueuePools()
+}
+
+// onNodeUpdate re-plans only when the update can change a plan: the
+// coordinator's own annotation writes and status heartbeats cannot, and
+// skipping them keeps the queue free for the events that free a slot.
+func (c *Controller) onNodeUpdate(oldObj, newObj any) {
+	oldNode, ok1 := oldObj.(*corev1.Node)
+	newNode, ok2 := newObj.(*corev1.Node)
+	if ok1 && ok2 && !planRelevantChange(oldNode, newNode) {
+		c.forgetExpectation(newNode)
+		return
+	}
+	c.onNode(newObj)
+}
+
+func (c *Controller) forgetExpectation(node *corev1.Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g, ok := c.pending[node.Name]; ok && node.Annotations[v1alpha1.AnnotationGrant] == g {
+		delete(c.pending, node.Name)
+	}
 }
 
 func (c *Controller) enqueuePools() {

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -104,4 +105,45 @@ func (v nodeView) unavailable(target string) (bool, string) {
 		return true, "agent liveness Lease expired or missing"
 	}
 	return false, ""
+}
+
+// coordinatorAnnotations are written by the coordinator itself; a change to
+// them alone never calls for a new plan.
+func isCoordinatorAnnotation(key string) bool {
+	switch key {
+	case v1alpha1.AnnotationTarget, v1alpha1.AnnotationGrant, v1alpha1.AnnotationYieldedAt,
+		v1alpha1.AnnotationDrainTimeout, v1alpha1.AnnotationYieldOnDrainTimeout:
+		return true
+	}
+	return false
+}
+
+// planRelevantChange reports whether an update of a node can change a
+// pool's plan: its labels, schedulability, the status of a condition, or an
+// annotation the coordinator does not write itself. Heartbeats (condition
+// times only) and the coordinator's own writes are not.
+func planRelevantChange(old, cur *corev1.Node) bool {
+	if old.Spec.Unschedulable != cur.Spec.Unschedulable || !maps.Equal(old.Labels, cur.Labels) {
+		return true
+	}
+	if len(old.Status.Conditions) != len(cur.Status.Conditions) {
+		return true
+	}
+	for i, c := range cur.Status.Conditions {
+		o := old.Status.Conditions[i]
+		if o.Type != c.Type || o.Status != c.Status {
+			return true
+		}
+	}
+	for k, v := range cur.Annotations {
+		if !isCoordinatorAnnotation(k) && old.Annotations[k] != v {
+			return true
+		}
+	}
+	for k := range old.Annotations {
+		if _, ok := cur.Annotations[k]; !ok && !isCoordinatorAnnotation(k) {
+			return true
+		}
+	}
+	return false
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -156,5 +157,36 @@ func TestPlanHonoursMaintenanceWindows(t *testing.T) {
 	_, err := planPool(win(nil, "11:00", "2h", "Mars/Olympus"), healthy(1), nil, now)
 	if err == nil {
 		t.Fatal("unknown time zone: want an error naming it")
+	}
+}
+
+func TestPlanRelevantChangeIgnoresOwnWritesAndHeartbeats(t *testing.T) {
+	base := func() *corev1.Node {
+		return &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"a": "b"},
+				Annotations: map[string]string{v1alpha1.AnnotationState: "Staged"}},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+		}
+	}
+	for name, tc := range map[string]struct {
+		mutate func(*corev1.Node)
+		want   bool
+	}{
+		"own grant":         {func(n *corev1.Node) { n.Annotations[v1alpha1.AnnotationGrant] = "g" }, false},
+		"own target":        {func(n *corev1.Node) { n.Annotations[v1alpha1.AnnotationTarget] = "os:2" }, false},
+		"heartbeat":         {func(n *corev1.Node) { n.Status.Conditions[0].LastHeartbeatTime = metav1.Now() }, false},
+		"agent state":       {func(n *corev1.Node) { n.Annotations[v1alpha1.AnnotationState] = "Done" }, true},
+		"agent state gone":  {func(n *corev1.Node) { delete(n.Annotations, v1alpha1.AnnotationState) }, true},
+		"not ready":         {func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }, true},
+		"cordon":            {func(n *corev1.Node) { n.Spec.Unschedulable = true }, true},
+		"label":             {func(n *corev1.Node) { n.Labels["zone"] = "z" }, true},
+		"new condition":     {func(n *corev1.Node) { n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{}) }, true},
+		"operator hold set": {func(n *corev1.Node) { n.Annotations[v1alpha1.AnnotationHold] = "x" }, true},
+	} {
+		cur := base()
+		tc.mutate(cur)
+		if got := planRelevantChange(base(), cur); got != tc.want {
+			t.Errorf("%s: relevant=%v, want %v", name, got, tc.want)
+		}
 	}
 }

@@ -370,6 +370,29 @@ func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan 
 			return err
 		}
 	}
+	// Grants go out before the releases of the same plan: a node whose agent
+	// reported Done for its grant is back in service (uncordoned, healthy),
+	// so its slot is already free; removing its grant annotation is
+	// bookkeeping that need not delay the next node.
+	for _, n := range plan.grant {
+		c.mu.Lock()
+		c.grantN++
+		grant := fmt.Sprintf("%s-%d-%d", ConfigName(pool.Spec), now.Unix(), c.grantN)
+		c.pending[n] = grant
+		c.mu.Unlock()
+		set := coordinatorKeys()
+		set[v1alpha1.AnnotationGrant] = &grant
+		set[v1alpha1.AnnotationYieldedAt] = nil
+		if err := patchNodeAnnotations(ctx, c.opts.Client, n, set); err != nil {
+			// The grant may or may not have landed: keep the expectation
+			// until the cache shows the node, erring on the safe side.
+			return err
+		}
+		c.opts.Metrics.grants.WithLabelValues(pool.Name).Inc()
+		c.opts.Log.Info("slot granted", "pool", pool.Name, "node", n, "grant", grant)
+		c.events.Eventf(nodeRef(n), corev1.EventTypeNormal, "SlotGranted", "update slot %s of pool %s granted", grant, pool.Name)
+		c.events.Eventf(poolRef, corev1.EventTypeNormal, "SlotGranted", "%s granted (%s)", n, grant)
+	}
 	yielded := map[string]bool{}
 	for _, n := range plan.yielded {
 		yielded[n] = true
@@ -390,25 +413,6 @@ func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan 
 		}
 		c.events.Event(nodeRef(n), corev1.EventTypeNormal, reason, msg)
 		c.events.Event(poolRef, corev1.EventTypeNormal, reason, n+": "+msg)
-	}
-	for _, n := range plan.grant {
-		c.mu.Lock()
-		c.grantN++
-		grant := fmt.Sprintf("%s-%d-%d", ConfigName(pool.Spec), now.Unix(), c.grantN)
-		c.pending[n] = grant
-		c.mu.Unlock()
-		set := coordinatorKeys()
-		set[v1alpha1.AnnotationGrant] = &grant
-		set[v1alpha1.AnnotationYieldedAt] = nil
-		if err := patchNodeAnnotations(ctx, c.opts.Client, n, set); err != nil {
-			// The grant may or may not have landed: keep the expectation
-			// until the cache shows the node, erring on the safe side.
-			return err
-		}
-		c.opts.Metrics.grants.WithLabelValues(pool.Name).Inc()
-		c.opts.Log.Info("slot granted", "pool", pool.Name, "node", n, "grant", grant)
-		c.events.Eventf(nodeRef(n), corev1.EventTypeNormal, "SlotGranted", "update slot %s of pool %s granted", grant, pool.Name)
-		c.events.Eventf(poolRef, corev1.EventTypeNormal, "SlotGranted", "%s granted (%s)", n, grant)
 	}
 	return nil
 }

@@ -119,8 +119,8 @@ func simulateAgents(ctx context.Context, t *testing.T, cp *cluster.ControlPlane,
 }
 
 // watchInvariant asserts at every node event that at most limit nodes of the
-// group hold a grant or are cordoned or not Ready, and returns the maximum
-// it saw.
+// group are updating (granted, Done not yet reported), cordoned or not
+// Ready, and returns the maximum it saw.
 func watchInvariant(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, prefix string, limit int) *atomic.Int32 {
 	var peak atomic.Int32
 	w, err := cp.Client().CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: cluster.GroupLabel + "=" + prefix})
@@ -135,7 +135,12 @@ func watchInvariant(ctx context.Context, t *testing.T, cp *cluster.ControlPlane,
 			if !ok {
 				continue
 			}
-			_, granted := node.Annotations[v1alpha1.AnnotationGrant]
+			// A granted node is unavailable until its agent reports Done for
+			// that grant (docs/protocol.md).
+			grant, granted := node.Annotations[v1alpha1.AnnotationGrant]
+			finished := node.Annotations[v1alpha1.AnnotationState] == v1alpha1.StepDone &&
+				node.Annotations[v1alpha1.AnnotationStateGrant] == grant
+			granted = granted && !finished
 			down[node.Name] = ev.Type != watch.Deleted && (granted || node.Spec.Unschedulable || !cluster.NodeReady(node))
 			n := 0
 			for _, d := range down {

@@ -22,8 +22,6 @@ func ok(format string, args ...any) result {
 	return result{out: fmt.Appendf(nil, format, args...)}
 }
 
-var mutatingVerbs = []string{"rebase", "deploy", "kargs", "finalize-deployment", "rollback", "cleanup"}
-
 // Run executes one invocation against the state in dir and returns stdout,
 // stderr and the exit code (ExitHang to hang).
 func Run(dir string, args []string) (stdout, stderr []byte, code int) {

@@ -123,17 +123,19 @@ func TestCoordinatorCannotEvict(t *testing.T) {
 	requireAllowed(t, "coordinator annotates a node", patchAnnotation(ctx, coordinator, nodes[0], "nodeward.test/grant", "1"))
 }
 
-// TestAgentReadsUpdatePools: reading pools is allowed (403 would be RBAC);
-// 404 is accepted only while the CRD is not installed.
+// TestAgentReadsUpdatePools: the base installs the UpdatePool CRD and the
+// agent may read pools (403 would be RBAC). A 404 only means the CRD is not
+// served yet, so it is waited out.
 func TestAgentReadsUpdatePools(t *testing.T) {
 	t.Parallel()
 	cp := env.ControlPlane(t)
 	installBase(t, cp)
 	agent := serviceAccountClient(t, cp, agentServiceAccount, boundTo{})
-	err := agent.CoreV1().RESTClient().Get().AbsPath("/apis/nodeward.io/v1alpha1/updatepools").Do(context.Background()).Error()
-	if apierrors.IsNotFound(err) {
-		t.Skip("the UpdatePool CRD is not in manifests/crds yet; the read is authorized (not 403)")
-	}
+	var err error
+	cluster.WaitFor(t, 30*time.Second, "the UpdatePool CRD to be served", func(ctx context.Context) (bool, error) {
+		err = agent.CoreV1().RESTClient().Get().AbsPath("/apis/nodeward.io/v1alpha1/updatepools").Do(ctx).Error()
+		return !apierrors.IsNotFound(err), err
+	})
 	requireAllowed(t, "agent lists UpdatePools", err)
 }
 

@@ -43,7 +43,11 @@ func newCoordinatorCommand() *cobra.Command {
 			reg := prometheus.NewRegistry()
 			metrics := coordinator.NewMetrics(reg)
 			cfg.WrapTransport = metrics.WrapTransport
-			cfg.QPS, cfg.Burst = 50, 100
+			// Every grant costs a few writes (grant, release, Events, a
+			// throttled status); at client-go's default 5 QPS, or even 50,
+			// the client's own rate limiter, not the API server, would set
+			// the pace of a large rollout.
+			cfg.QPS, cfg.Burst = 200, 400
 			client, err := kubernetes.NewForConfig(cfg)
 			if err != nil {
 				return fmt.Errorf("create Kubernetes client: %w", err)

@@ -383,6 +383,16 @@ func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan 
 		set := coordinatorKeys()
 		set[v1alpha1.AnnotationGrant] = &grant
 		set[v1alpha1.AnnotationYieldedAt] = nil
+		// The pool's lifecycle hooks are stamped with the grant, when the
+		// node's update starts; each hook's owner removes its own.
+		if hooks := pool.Spec.LifecycleHooks; hooks != nil {
+			for _, h := range hooks.PreDrain {
+				set[v1alpha1.PreDrainHookPrefix+h.Name] = &h.Owner
+			}
+			for _, h := range hooks.PreReboot {
+				set[v1alpha1.PreRebootHookPrefix+h.Name] = &h.Owner
+			}
+		}
 		if err := patchNodeAnnotations(ctx, c.opts.Client, n, set); err != nil {
 			// The grant may or may not have landed: keep the expectation
 			// until the cache shows the node, erring on the safe side.

@@ -47,7 +47,11 @@ func TestAdminCordonedHeldPausedAndControlPlane(t *testing.T) {
 		return &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: g}}
 	}
 	createPool(t, dyn, "rules", &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: work},
-		Spec: v1alpha1.UpdatePoolSpec{NodeSelector: sel(work), OSImage: "os:2", MaxUnavailable: ptr.To(intstrPercent("100%"))}})
+		Spec: v1alpha1.UpdatePoolSpec{NodeSelector: sel(work), OSImage: "os:2", MaxUnavailable: ptr.To(intstrPercent("100%")),
+			LifecycleHooks: &v1alpha1.LifecycleHooks{
+				PreDrain:  []v1alpha1.LifecycleHook{{Name: "quorum-guard", Owner: "etcd-operator"}},
+				PreReboot: []v1alpha1.LifecycleHook{{Name: "flush-logs", Owner: "log-agent"}},
+			}}})
 	createPool(t, dyn, "rules", &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: paused},
 		Spec: v1alpha1.UpdatePoolSpec{NodeSelector: sel(paused), OSImage: "os:2", Paused: true}})
 	createPool(t, dyn, "rules", &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: control},
@@ -74,6 +78,16 @@ func TestAdminCordonedHeldPausedAndControlPlane(t *testing.T) {
 		}
 		return false, nil
 	})
+	for _, n := range wNodes[2:] {
+		node, err := cp.Client().CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if node.Annotations[v1alpha1.PreDrainHookPrefix+"quorum-guard"] != "etcd-operator" ||
+			node.Annotations[v1alpha1.PreRebootHookPrefix+"flush-logs"] != "log-agent" {
+			t.Errorf("granted node %s lacks the pool's lifecycle hooks: %v", n, node.Annotations)
+		}
+	}
 	for _, n := range append([]string{wNodes[0], wNodes[1]}, pNodes...) {
 		node, err := cp.Client().CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
 		if err != nil {

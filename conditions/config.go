@@ -131,7 +131,7 @@ func DefaultConfig() Config {
 		MetricsAddress:     "127.0.0.1:9741",
 		Hysteresis:         HysteresisConfig{BadSamples: 1, QuietPeriod: d(5 * time.Minute)},
 		HeartbeatInterval:  d(5 * time.Minute),
-		LeaseRenewInterval: d(10 * time.Second),
+		LeaseRenewInterval: d(80 * time.Second),
 		Memory: MemoryConfig{
 			Enabled: true, MinAvailablePercent: 5, PSIFullAvg10Percent: 20,
 			Trigger: "full 150000 2000000", PollInterval: d(10 * time.Second),
@@ -228,7 +228,7 @@ func (c *Config) Validate() error {
 	positive("heartbeatInterval", c.HeartbeatInterval)
 	positive("leaseRenewInterval", c.LeaseRenewInterval)
 	if c.LeaseRenewInterval.Duration >= v1alpha1.AgentLeaseDurationSeconds*time.Second {
-		bad("leaseRenewInterval", c.LeaseRenewInterval.Duration, "must be shorter than the Lease duration (40s)")
+		bad("leaseRenewInterval", c.LeaseRenewInterval.Duration, "must be shorter than the Lease duration ("+(v1alpha1.AgentLeaseDurationSeconds*time.Second).String()+")")
 	}
 	positive("memory.pollInterval", c.Memory.PollInterval)
 	percent("memory.minAvailablePercent", c.Memory.MinAvailablePercent)

@@ -71,7 +71,7 @@ func TestInvalidConfigNamesFieldAndValue(t *testing.T) {
 		{"network: {family: ipx}", "network.family", "ipx"},
 		{"runtime: {endpoint: 'tcp://x:1'}", "runtime.endpoint", "tcp://x:1"},
 		{"metricsAddress: nope", "metricsAddress", "nope"},
-		{"leaseRenewInterval: 1m", "leaseRenewInterval", "1m0s"},
+		{"leaseRenewInterval: 5m", "leaseRenewInterval", "5m0s"},
 		{"taints: [{condition: MemoryPressure, key: a, effect: NoSchedule}]", "taints[0].condition", "MemoryPressure"},
 		{"taints: [{condition: NodewardPIDPressure, key: 'bad key', effect: NoSchedule}]", "taints[0].key", "bad key"},
 		{"taints: [{condition: NodewardPIDPressure, key: node.kubernetes.io/pid-pressure, effect: NoSchedule}]", "taints[0].key", "node.kubernetes.io/pid-pressure"},

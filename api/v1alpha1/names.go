@@ -13,8 +13,12 @@ const (
 	AgentLeaseNamespace = "nodeward-system"
 	// AgentLeasePrefix + node name is the Lease's name.
 	AgentLeasePrefix = "nodeward-agent-"
-	// AgentLeaseDurationSeconds is how long a Lease stays valid without renewal.
-	AgentLeaseDurationSeconds = 40
+	// AgentLeaseDurationSeconds is how long a Lease stays valid without
+	// renewal. Long on purpose: agents renew every 80 s (three tries per
+	// duration), which keeps an idle agent under one API write a minute; a
+	// dead agent is noticed within four minutes, before the node lifecycle
+	// controller's default five-minute eviction.
+	AgentLeaseDurationSeconds = 240
 )
 
 // AgentLeaseName is the name of the liveness Lease of node.

@@ -1,0 +1,241 @@
+package drain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+)
+
+// ErrBlocked marks a drain given up under the Yield policy: pods still
+// block it. The Result lists them.
+var ErrBlocked = errors.New("drain blocked")
+
+// Config wires a Drainer to a cluster and a node.
+type Config struct {
+	Client  kubernetes.Interface
+	Node    string
+	Options Options
+	Log     *slog.Logger
+	// Metrics, Recorder (Events on the Node) and Progress are optional.
+	Metrics  *Metrics
+	Recorder record.EventRecorder
+	Progress func(Progress)
+	// ReportEvery is how often blockers are published (default 2 s).
+	ReportEvery time.Duration
+}
+
+// Drainer drains one node.
+type Drainer struct {
+	cfg     Config
+	client  kubernetes.Interface
+	node    string
+	opts    Options
+	log     *slog.Logger
+	metrics *Metrics
+	// evictSlots bounds the eviction requests in flight.
+	evictSlots chan struct{}
+}
+
+// New validates cfg.
+func New(cfg Config) (*Drainer, error) {
+	if cfg.Client == nil || cfg.Node == "" {
+		return nil, errors.New("drain: Client and Node are required")
+	}
+	if err := cfg.Options.Validate(); err != nil {
+		return nil, fmt.Errorf("drain options: %w", err)
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.ReportEvery <= 0 {
+		cfg.ReportEvery = 2 * time.Second
+	}
+	opts := cfg.Options.withDefaults()
+	return &Drainer{cfg: cfg, client: cfg.Client, node: cfg.Node, opts: opts, log: cfg.Log,
+		metrics: cfg.Metrics, evictSlots: make(chan struct{}, opts.Concurrency)}, nil
+}
+
+// Result is what a drain did.
+type Result struct {
+	Plan                     *Plan
+	Evicted, Deleted, Forced int
+	// Blockers are the pods that still blocked the drain when it gave up.
+	Blockers []Blocker
+	Duration time.Duration
+}
+
+// Plan lists the node's pods and says what a drain would do with them.
+func (d *Drainer) Plan(ctx context.Context) (*Plan, error) {
+	list, err := d.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		FieldSelector: "spec.nodeName=" + d.node,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list pods of node %s: %w", d.node, err)
+	}
+	pods := make([]*corev1.Pod, len(list.Items))
+	for i := range list.Items {
+		pods[i] = &list.Items[i]
+	}
+	return plan(d.node, pods, d.opts, time.Now())
+}
+
+// Run is the whole drain as `nodeward drain` does it: wait for pre-drain
+// hooks, cordon, evict. Under Yield, a blocked drain lifts nodeward's own
+// cordon before returning ErrBlocked.
+func (d *Drainer) Run(ctx context.Context) (*Result, error) {
+	// Refuse before cordoning: a refused drain changes nothing.
+	p, err := d.Plan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Err(); err != nil {
+		return &Result{Plan: p}, err
+	}
+	if d.opts.DryRun {
+		return &Result{Plan: p}, nil
+	}
+	err = WaitForHooks(ctx, d.client, d.node, PreDrain, func(h []Hook) {
+		d.progress(Progress{Kind: ProgressBlocked, Message: PreDrain.Describe(h)})
+	})
+	if err != nil {
+		return nil, err
+	}
+	byUs, err := d.Cordon(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := d.Drain(ctx)
+	if errors.Is(err, ErrBlocked) && byUs {
+		if _, uerr := d.Uncordon(context.WithoutCancel(ctx), false); uerr != nil {
+			return res, errors.Join(err, uerr)
+		}
+	}
+	return res, err
+}
+
+// Drain evicts the node's pods batch by batch. It does not cordon: the
+// caller does, so that its own records (the agent's state) come first.
+func (d *Drainer) Drain(ctx context.Context) (*Result, error) {
+	start := time.Now()
+	res := &Result{}
+	outcome := "failed"
+	defer func() {
+		res.Duration = time.Since(start)
+		d.metrics.observe(outcome, res.Duration.Seconds())
+	}()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	tracker := newPodTracker(d.client, d.node)
+	if err := tracker.start(ctx); err != nil {
+		return res, fmt.Errorf("drain node %s: %w", d.node, err)
+	}
+	p, err := plan(d.node, tracker.pods(), d.opts, time.Now())
+	if err != nil {
+		outcome = "refused"
+		return res, fmt.Errorf("plan the drain of node %s: %w", d.node, err)
+	}
+	res.Plan = p
+	if err := p.Err(); err != nil {
+		outcome = "refused"
+		d.event(corev1.EventTypeWarning, "DrainRefused", truncate(err.Error()))
+		d.setDrained(ctx, corev1.ConditionFalse, "DrainRefused", truncate(err.Error()))
+		return res, err
+	}
+	if d.opts.DryRun {
+		outcome = "drained"
+		return res, nil
+	}
+	msg := fmt.Sprintf("draining %d pods in %d batches", p.Pods(), len(p.Batches))
+	d.log.Info("drain started", "node", d.node, "pods", p.Pods(), "batches", len(p.Batches), "finished", len(p.Finished))
+	d.event(corev1.EventTypeNormal, "DrainStarted", msg)
+	d.setDrained(ctx, corev1.ConditionFalse, "Draining", msg)
+	if err := d.deleteFinished(ctx, p.Finished, res); err != nil {
+		return res, err
+	}
+
+	r := &run{d: d, tracker: tracker, blockers: newBlockerSet(d), res: res}
+	if d.opts.Timeout > 0 {
+		r.timedOut = afterChan(ctx, d.opts.Timeout)
+	}
+	go r.blockers.loop(ctx, d.cfg.ReportEvery)
+	for _, b := range p.Batches {
+		d.progress(Progress{Kind: ProgressBatch, Batch: b.Label(), Message: fmt.Sprintf("%d pods", len(b.Pods))})
+		if err := r.batch(ctx, b); err != nil {
+			r.blockers.publish(context.WithoutCancel(ctx))
+			res.Blockers = r.blockers.list()
+			if errors.Is(err, ErrBlocked) {
+				outcome = "blocked"
+				err = fmt.Errorf("drain node %s: %w: %s", d.node, ErrBlocked, summarize(res.Blockers, maxMessage))
+			}
+			return res, err
+		}
+	}
+	outcome = "drained"
+	d.metrics.setBlocked(0)
+	done := fmt.Sprintf("drained %d pods in %s", p.Pods(), time.Since(start).Round(time.Millisecond))
+	d.log.Info("drain finished", "node", d.node, "pods", p.Pods(), "evicted", res.Evicted, "forced", res.Forced)
+	d.event(corev1.EventTypeNormal, "Drained", done)
+	d.setDrained(ctx, corev1.ConditionTrue, "Drained", done)
+	return res, nil
+}
+
+// ConditionDrained is the condition a drain reports on its node.
+const ConditionDrained = v1alpha1.ConditionDrained
+
+func (d *Drainer) deleteFinished(ctx context.Context, pods []PodRef, res *Result) error {
+	for _, ref := range pods {
+		uid := ref.UID
+		err := d.client.CoreV1().Pods(ref.Namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &uid},
+		})
+		if err != nil && !ignorableGone(err) {
+			return fmt.Errorf("delete finished pod %s: %w", ref, err)
+		}
+		res.Deleted++
+		d.metrics.eviction("deleted")
+		d.progress(Progress{Kind: ProgressDeleted, Pod: ref, Message: "finished pod deleted"})
+	}
+	return nil
+}
+
+// afterChan is closed after delay unless ctx ends first.
+func afterChan(ctx context.Context, delay time.Duration) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			close(ch)
+		case <-ctx.Done():
+		}
+	}()
+	return ch
+}
+
+func truncate(s string) string {
+	if len(s) > maxMessage {
+		return s[:maxMessage-3] + "..."
+	}
+	return s
+}
+
+// batch drains one batch: every pod at once, evictions bounded by
+// evictSlots; the first pod that gives up (Yield) or fails stops the rest.
+func (r *run) batch(ctx context.Context, b Batch) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for _, pp := range b.Pods {
+		g.Go(func() error { return r.pod(gctx, pp) })
+	}
+	return g.Wait()
+}

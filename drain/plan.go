@@ -1,0 +1,193 @@
+package drain
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// PodRef names a pod; UID tells a pod from its same-named successor (a
+// StatefulSet's replacement).
+type PodRef struct {
+	Namespace, Name string
+	UID             types.UID
+}
+
+func (r PodRef) String() string { return r.Namespace + "/" + r.Name }
+
+func refOf(p *corev1.Pod) PodRef { return PodRef{Namespace: p.Namespace, Name: p.Name, UID: p.UID} }
+
+// PlannedPod is a pod the drain removes, or waits for, in its batch.
+type PlannedPod struct {
+	Pod      PodRef
+	Behavior Behavior
+	// Rule names the rule (or "annotation") that set its order; empty
+	// for the default.
+	Rule string
+	// Terminating pods are already going: they are waited on, not evicted.
+	Terminating bool
+}
+
+// Batch is a set of pods drained together; a batch is gone before the next
+// one starts.
+type Batch struct {
+	Order int32
+	// Priority is the pods' priority when the drain orders by
+	// PriorityClass; nil otherwise.
+	Priority *int32
+	Pods     []PlannedPod
+}
+
+// Label names the batch in reports: "order 10" or "order 10, priority 1000".
+func (b Batch) Label() string {
+	if b.Priority != nil {
+		return fmt.Sprintf("order %d, priority %d", b.Order, *b.Priority)
+	}
+	return fmt.Sprintf("order %d", b.Order)
+}
+
+// SkippedPod is a pod the drain leaves alone, or refuses to evict, and why.
+type SkippedPod struct {
+	Pod    PodRef
+	Reason string
+}
+
+// Plan is what a drain will do, computed before anything changes.
+type Plan struct {
+	Node    string
+	Batches []Batch
+	// Skipped pods stay: DaemonSet and mirror pods, Skip rules, pods
+	// terminating for too long.
+	Skipped []SkippedPod
+	// Finished pods (Succeeded or Failed) are deleted.
+	Finished []PodRef
+	// Refused pods stop the drain under the Refuse policies.
+	Refused []SkippedPod
+}
+
+// Pods counts the pods the batches hold.
+func (p *Plan) Pods() int {
+	n := 0
+	for _, b := range p.Batches {
+		n += len(b.Pods)
+	}
+	return n
+}
+
+// ErrRefused marks a drain refused before it started, for pods whose
+// eviction would lose data or that nothing would recreate.
+var ErrRefused = errors.New("drain refused")
+
+// Err returns an error naming every refused pod, or nil.
+func (p *Plan) Err() error {
+	if len(p.Refused) == 0 {
+		return nil
+	}
+	parts := make([]string, len(p.Refused))
+	for i, r := range p.Refused {
+		parts[i] = r.Pod.String() + " (" + r.Reason + ")"
+	}
+	return fmt.Errorf("%w on node %s: %s", ErrRefused, p.Node, strings.Join(parts, "; "))
+}
+
+// plan sorts a node's pods into batches, skipped, finished and refused.
+func plan(node string, pods []*corev1.Pod, opts Options, now time.Time) (*Plan, error) {
+	p := &Plan{Node: node}
+	type key struct{ order, prio int32 }
+	batches := map[key]*Batch{}
+	for _, pod := range pods {
+		ref := refOf(pod)
+		if reason := alwaysSkipped(pod); reason != "" {
+			p.Skipped = append(p.Skipped, SkippedPod{Pod: ref, Reason: reason})
+			continue
+		}
+		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			p.Finished = append(p.Finished, ref)
+			continue
+		}
+		terminating := pod.DeletionTimestamp != nil
+		if terminating && now.Sub(pod.DeletionTimestamp.Time) > opts.SkipTerminatingAfter {
+			p.Skipped = append(p.Skipped, SkippedPod{Pod: ref, Reason: fmt.Sprintf(
+				"terminating for more than %s; not waited on", opts.SkipTerminatingAfter)})
+			continue
+		}
+		order, behavior, rule, err := opts.Rules.orderOf(pod)
+		if err != nil {
+			return nil, err
+		}
+		if behavior == BehaviorSkip {
+			p.Skipped = append(p.Skipped, SkippedPod{Pod: ref, Reason: "rule " + rule + " says Skip"})
+			continue
+		}
+		if behavior == BehaviorEvict && !terminating {
+			if reason := refused(pod, opts); reason != "" {
+				p.Refused = append(p.Refused, SkippedPod{Pod: ref, Reason: reason})
+				continue
+			}
+		}
+		k := key{order: order}
+		if opts.ByPriority && pod.Spec.Priority != nil {
+			k.prio = *pod.Spec.Priority
+		}
+		b := batches[k]
+		if b == nil {
+			b = &Batch{Order: order}
+			if opts.ByPriority {
+				prio := k.prio
+				b.Priority = &prio
+			}
+			batches[k] = b
+		}
+		b.Pods = append(b.Pods, PlannedPod{Pod: ref, Behavior: behavior, Rule: rule, Terminating: terminating})
+	}
+	for _, b := range batches {
+		sort.Slice(b.Pods, func(i, j int) bool { return b.Pods[i].Pod.String() < b.Pods[j].Pod.String() })
+		p.Batches = append(p.Batches, *b)
+	}
+	// Lowest order first; inside an order, highest priority first.
+	sort.Slice(p.Batches, func(i, j int) bool {
+		a, b := p.Batches[i], p.Batches[j]
+		if a.Order != b.Order {
+			return a.Order < b.Order
+		}
+		if a.Priority != nil && b.Priority != nil {
+			return *a.Priority > *b.Priority
+		}
+		return false
+	})
+	return p, nil
+}
+
+// alwaysSkipped: pods a drain never touches.
+func alwaysSkipped(pod *corev1.Pod) string {
+	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return "mirror (static) pod"
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == "DaemonSet" {
+		return "managed by DaemonSet " + ref.Name
+	}
+	return ""
+}
+
+// refused returns why the Refuse policies keep pod from being evicted.
+func refused(pod *corev1.Pod, opts Options) string {
+	var reasons []string
+	if opts.Unmanaged == Refuse && metav1.GetControllerOf(pod) == nil {
+		reasons = append(reasons, "no controller would recreate it (--unmanaged=evict to evict it)")
+	}
+	if opts.EmptyDir == Refuse {
+		for _, v := range pod.Spec.Volumes {
+			if v.EmptyDir != nil {
+				reasons = append(reasons, "emptyDir volume "+v.Name+" would be lost (--emptydir=evict to evict it)")
+				break
+			}
+		}
+	}
+	return strings.Join(reasons, "; ")
+}

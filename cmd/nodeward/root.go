@@ -32,8 +32,6 @@ func exitCode(err error) int {
 	return 1
 }
 
-var errNotImplemented = errors.New("not implemented yet")
-
 func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "nodeward",
@@ -47,6 +45,7 @@ func newRootCommand() *cobra.Command {
 		newCoordinatorCommand(),
 		newCheckCommand(),
 		newDrainCommand(),
+		newUncordonCommand(),
 		newStatusCommand(),
 	)
 	return root

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -28,10 +29,10 @@ func TestVersionPrintsVersionCommitAndGo(t *testing.T) {
 }
 
 func TestExitCodeHonoursExitError(t *testing.T) {
-	if got := exitCode(&exitError{code: 2, err: errNotImplemented}); got != 2 {
+	if got := exitCode(&exitError{code: 2, err: errors.New("boom")}); got != 2 {
 		t.Errorf("exitCode(exitError{2}) = %d, want 2", got)
 	}
-	if got := exitCode(errNotImplemented); got != 1 {
+	if got := exitCode(errors.New("boom")); got != 1 {
 		t.Errorf("exitCode(plain error) = %d, want 1", got)
 	}
 }

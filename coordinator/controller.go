@@ -360,8 +360,9 @@ func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan 
 			if d.Timeout != "" {
 				m[v1alpha1.AnnotationDrainTimeout] = &d.Timeout
 			}
-			yield := fmt.Sprint(d.OnTimeout == "Yield")
+			yield, force := fmt.Sprint(d.OnTimeout == "Yield"), fmt.Sprint(d.OnTimeout == "Force")
 			m[v1alpha1.AnnotationYieldOnDrainTimeout] = &yield
+			m[v1alpha1.AnnotationForceOnDrainTimeout] = &force
 		}
 		return m
 	}

@@ -9,10 +9,6 @@ import (
 	"github.com/nodeward/nodeward/api/v1alpha1"
 )
 
-// cordonedByAnnotation is where the agent records that nodeward (not an
-// admin) cordoned a node; the coordinator only reads it.
-const cordonedByAnnotation = "update.nodeward.io/cordoned-by"
-
 // zoneLabel is the well-known failure-domain label.
 const zoneLabel = "topology.kubernetes.io/zone"
 
@@ -54,7 +50,7 @@ func viewNode(node *corev1.Node, leaseOK bool) nodeView {
 		target:    a[v1alpha1.AnnotationTarget],
 		reason:    a[v1alpha1.AnnotationReason],
 	}
-	_, ours := a[cordonedByAnnotation]
+	_, ours := a[v1alpha1.AnnotationCordonedBy]
 	v.byAdmin = v.cordoned && !ours
 	_, v.held = a[v1alpha1.AnnotationHold]
 	if t, err := time.Parse(time.RFC3339, a[v1alpha1.AnnotationYieldedAt]); err == nil {
@@ -112,7 +108,7 @@ func (v nodeView) unavailable(target string) (bool, string) {
 func isCoordinatorAnnotation(key string) bool {
 	switch key {
 	case v1alpha1.AnnotationTarget, v1alpha1.AnnotationGrant, v1alpha1.AnnotationYieldedAt,
-		v1alpha1.AnnotationDrainTimeout, v1alpha1.AnnotationYieldOnDrainTimeout:
+		v1alpha1.AnnotationDrainTimeout, v1alpha1.AnnotationYieldOnDrainTimeout, v1alpha1.AnnotationForceOnDrainTimeout:
 		return true
 	}
 	return false

@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeward/nodeward/drain"
 )
 
 // UpdateAgentConfig wires the update lifecycle of one node to the cluster.
@@ -25,8 +27,9 @@ type UpdateAgentConfig struct {
 	Reboot   Rebooter
 	// BootID defaults to the kernel's /proc/sys/kernel/random/boot_id.
 	BootID BootIDFunc
-	// Drainer defaults to BasicDrainer.
-	Drainer Drainer
+	// Drainer defaults to a KubeDrainer with DrainOptions.
+	Drainer      Drainer
+	DrainOptions drain.Options
 	// Protocol defaults to AnnotationProtocol with DefaultAnnotationKeys.
 	Protocol Protocol
 	// Health defaults to DefaultHealthCheck.
@@ -62,9 +65,6 @@ func NewUpdateAgent(cfg UpdateAgentConfig) (*UpdateAgent, error) {
 	if cfg.BootID == nil {
 		cfg.BootID = KernelBootID
 	}
-	if cfg.Drainer == nil {
-		cfg.Drainer = &BasicDrainer{Client: cfg.Client, Node: cfg.NodeName}
-	}
 	if cfg.Protocol == nil {
 		cfg.Protocol = &AnnotationProtocol{Client: cfg.Client, Node: cfg.NodeName, Keys: DefaultAnnotationKeys()}
 	}
@@ -79,8 +79,25 @@ func NewUpdateAgent(cfg UpdateAgentConfig) (*UpdateAgent, error) {
 			return nil, fmt.Errorf("register update metrics: %w", err)
 		}
 	}
+	var drainMetrics *drain.Metrics
+	if cfg.Registerer != nil {
+		var err error
+		if drainMetrics, err = drain.NewMetrics(cfg.Registerer); err != nil {
+			return nil, fmt.Errorf("register drain metrics: %w", err)
+		}
+	}
 	a := &UpdateAgent{cfg: cfg, watch: NewNodeWatch(cfg.Client, cfg.NodeName)}
 	a.events = NewNodeEvents(cfg.Client, "nodeward-agent", cfg.NodeName)
+	if cfg.Drainer == nil {
+		d, err := NewKubeDrainer(drain.Config{Client: cfg.Client, Node: cfg.NodeName, Options: cfg.DrainOptions,
+			Log: cfg.Log, Metrics: drainMetrics, Recorder: a.events.recorder})
+		if err != nil {
+			a.events.Stop()
+			return nil, fmt.Errorf("update agent drain: %w", err)
+		}
+		cfg.Drainer = d
+		a.cfg.Drainer = d
+	}
 	m, err := NewUpdateMachine(UpdateConfig{
 		Store: StateStore{Path: filepath.Join(cfg.StateDir, "update-state.json")},
 		Node:  a.watch, Protocol: cfg.Protocol, OS: cfg.OS, Reboot: cfg.Reboot, BootID: cfg.BootID,

@@ -87,6 +87,10 @@ type Desired struct {
 	// YieldOnDrainTimeout gives the slot back when a drain stays blocked
 	// past DrainTimeout; otherwise the agent keeps retrying.
 	YieldOnDrainTimeout bool
+	// ForceOnDrainTimeout force-deletes the pods still blocking a drain
+	// past DrainTimeout (the pool's explicit opt-in); it needs a Drainer
+	// that implements ForceDrainer.
+	ForceOnDrainTimeout bool
 	// DrainTimeout overrides the agent's drain timeout when non-zero.
 	DrainTimeout time.Duration
 }

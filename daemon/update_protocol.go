@@ -19,6 +19,7 @@ type AnnotationKeys struct {
 	Target       string // coordinator: the pool's OS target
 	Grant        string // coordinator: present while a slot is granted; value identifies the grant
 	YieldOnDrain string // coordinator: "true" to give the slot back after a blocked drain
+	ForceOnDrain string // coordinator: "true" to force-delete what blocks a drain past its timeout
 	DrainTimeout string // coordinator: Go duration bounding a blocked drain
 
 	State        string // agent: the current Step
@@ -34,8 +35,9 @@ type AnnotationKeys struct {
 func DefaultAnnotationKeys() AnnotationKeys {
 	return AnnotationKeys{
 		Target: v1alpha1.AnnotationTarget, Grant: v1alpha1.AnnotationGrant,
-		YieldOnDrain: v1alpha1.AnnotationYieldOnDrainTimeout, DrainTimeout: v1alpha1.AnnotationDrainTimeout,
-		State: v1alpha1.AnnotationState, StateTarget: v1alpha1.AnnotationStateTarget,
+		YieldOnDrain: v1alpha1.AnnotationYieldOnDrainTimeout, ForceOnDrain: v1alpha1.AnnotationForceOnDrainTimeout,
+		DrainTimeout: v1alpha1.AnnotationDrainTimeout,
+		State:        v1alpha1.AnnotationState, StateTarget: v1alpha1.AnnotationStateTarget,
 		StateGrant: v1alpha1.AnnotationStateGrant, StagedTarget: v1alpha1.AnnotationStaged,
 		Reason: v1alpha1.AnnotationReason, Unavailable: v1alpha1.AnnotationUnavailableSince,
 	}
@@ -60,6 +62,13 @@ func (p *AnnotationProtocol) Desired(node *corev1.Node) (Desired, error) {
 			return Desired{}, fmt.Errorf("annotation %s=%q: want true or false", p.Keys.YieldOnDrain, v)
 		}
 		d.YieldOnDrainTimeout = b
+	}
+	if v, ok := a[p.Keys.ForceOnDrain]; ok && p.Keys.ForceOnDrain != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return Desired{}, fmt.Errorf("annotation %s=%q: want true or false", p.Keys.ForceOnDrain, v)
+		}
+		d.ForceOnDrainTimeout = b
 	}
 	if v, ok := a[p.Keys.DrainTimeout]; ok {
 		t, err := time.ParseDuration(v)

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
-	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/drain"
 )
 
 // run performs the action of the current step and returns the next step
@@ -54,8 +54,8 @@ func (m *UpdateMachine) run(ctx context.Context, node *corev1.Node, want Desired
 		if want.Grant == "" {
 			return StepStaged, nil
 		}
-		if hooks := hooksOf(node, v1alpha1.PreDrainHookPrefix); len(hooks) > 0 {
-			st.Reason = "waiting for pre-drain hooks: " + strings.Join(hooks, ", ")
+		if hooks := m.heldBy(ctx, node, drain.PreDrain); len(hooks) > 0 {
+			st.Reason = "waiting: " + drain.PreDrain.Describe(hooks)
 			return StepHooksPreDrain, nil
 		}
 		st.Reason = ""
@@ -74,8 +74,8 @@ func (m *UpdateMachine) run(ctx context.Context, node *corev1.Node, want Desired
 	case StepDraining:
 		return m.drain(ctx, want)
 	case StepHooksPreReboot:
-		if hooks := hooksOf(node, v1alpha1.PreRebootHookPrefix); len(hooks) > 0 {
-			st.Reason = "waiting for pre-reboot hooks: " + strings.Join(hooks, ", ")
+		if hooks := m.heldBy(ctx, node, drain.PreReboot); len(hooks) > 0 {
+			st.Reason = "waiting: " + drain.PreReboot.Describe(hooks)
 			return StepHooksPreReboot, nil
 		}
 		st.Reason = ""
@@ -210,6 +210,21 @@ func (m *UpdateMachine) drain(ctx context.Context, want Desired) (Step, error) {
 	}
 	blockedFor := m.cfg.Now().Sub(st.DrainSince)
 	st.Reason = "drain: " + err.Error()
+	if want.ForceOnDrainTimeout && blockedFor > timeout {
+		if fd, ok := m.cfg.Drain.(ForceDrainer); ok {
+			attempt, cancel := context.WithTimeout(ctx, m.cfg.DrainAttempt)
+			ferr := fd.ForceDrain(attempt)
+			cancel()
+			if ferr == nil {
+				st.Reason = ""
+				// The drain package recorded a DrainForced Event per pod.
+				m.cfg.Log.Warn("drain forced: blocking pods deleted without eviction (pool onTimeout Force)",
+					"blockedFor", blockedFor.Round(time.Second), "blockedBy", err)
+				return StepHooksPreReboot, nil
+			}
+			err = ferr
+		}
+	}
 	if want.YieldOnDrainTimeout && blockedFor > timeout {
 		st.Reason = fmt.Sprintf("drain blocked for %s: %v", blockedFor.Round(1e9), err)
 		return StepYielding, nil
@@ -331,15 +346,16 @@ func (m *UpdateMachine) uncordon(ctx context.Context) error {
 	return nil
 }
 
-// hooksOf lists the names of the lifecycle hooks with prefix on node.
-func hooksOf(node *corev1.Node, prefix string) []string {
-	var names []string
-	for k, owner := range node.Annotations {
-		if name, ok := strings.CutPrefix(k, prefix); ok {
-			names = append(names, name+" (owner "+owner+")")
+// heldBy returns the hooks of point holding the step and, when the drainer
+// can, publishes them as the step's condition (Drainable, Rebootable).
+func (m *UpdateMachine) heldBy(ctx context.Context, node *corev1.Node, point drain.HookPoint) []drain.Hook {
+	hooks := point.Hooks(node)
+	if r, ok := m.cfg.Drain.(HookReporter); ok {
+		if err := r.ReportHooks(ctx, point, hooks); err != nil {
+			m.cfg.Log.Warn("cannot publish the hook condition", "condition", point.Condition, "error", err)
 		}
 	}
-	return names
+	return hooks
 }
 
 // DefaultHealthCheck: the node is Ready and none of nodeward's health

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
@@ -91,6 +92,9 @@ func (d *Drainer) Uncordon(ctx context.Context, force bool) (UncordonResult, err
 	})
 	if err != nil {
 		return "", fmt.Errorf("uncordon node %s: %w", d.node, err)
+	}
+	if result == Uncordoned {
+		d.setDrained(ctx, corev1.ConditionFalse, "Uncordoned", "schedulable again after nodeward's drain")
 	}
 	return result, nil
 }

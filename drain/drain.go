@@ -158,7 +158,11 @@ func (d *Drainer) Drain(ctx context.Context) (*Result, error) {
 	msg := fmt.Sprintf("draining %d pods in %d batches", p.Pods(), len(p.Batches))
 	d.log.Info("drain started", "node", d.node, "pods", p.Pods(), "batches", len(p.Batches), "finished", len(p.Finished))
 	d.event(corev1.EventTypeNormal, "DrainStarted", msg)
-	d.setDrained(ctx, corev1.ConditionFalse, "Draining", msg)
+	// A drain retried after a blocked attempt keeps its blocking report
+	// until the blockers change, instead of flapping back to Draining.
+	if !d.drainedIs(ctx, corev1.ConditionFalse, "DrainBlocked") {
+		d.setDrained(ctx, corev1.ConditionFalse, "Draining", msg)
+	}
 	if err := d.deleteFinished(ctx, p.Finished, res); err != nil {
 		return res, err
 	}
@@ -173,9 +177,13 @@ func (d *Drainer) Drain(ctx context.Context) (*Result, error) {
 		if err := r.batch(ctx, b); err != nil {
 			r.blockers.publish(context.WithoutCancel(ctx))
 			res.Blockers = r.blockers.list()
-			if errors.Is(err, ErrBlocked) {
+			switch {
+			case errors.Is(err, ErrBlocked):
 				outcome = "blocked"
 				err = fmt.Errorf("drain node %s: %w: %s", d.node, ErrBlocked, summarize(res.Blockers, maxMessage))
+			case len(res.Blockers) > 0 && ctx.Err() != nil:
+				outcome = "blocked"
+				err = fmt.Errorf("drain node %s stopped while blocked: %w: %s", d.node, err, summarize(res.Blockers, maxMessage))
 			}
 			return res, err
 		}

@@ -145,6 +145,21 @@ func (d *Drainer) setDrained(ctx context.Context, status corev1.ConditionStatus,
 	}
 }
 
+// drainedIs reports whether the node's Drained condition has status and
+// reason now.
+func (d *Drainer) drainedIs(ctx context.Context, status corev1.ConditionStatus, reason string) bool {
+	n, err := d.client.CoreV1().Nodes().Get(ctx, d.node, metav1.GetOptions{})
+	if err != nil {
+		return false
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == ConditionDrained {
+			return c.Status == status && c.Reason == reason
+		}
+	}
+	return false
+}
+
 // SetCondition patches one condition of a node's status, keeping its
 // lastTransitionTime when the status does not change.
 func SetCondition(ctx context.Context, client kubernetes.Interface, node string, t corev1.NodeConditionType,

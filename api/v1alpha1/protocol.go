@@ -14,6 +14,10 @@ const (
 	// AnnotationYieldOnDrainTimeout is "true" when a blocked drain gives the
 	// slot back (coordinator, from the pool's drain policy).
 	AnnotationYieldOnDrainTimeout = protocolPrefix + "yield-on-drain-timeout"
+	// AnnotationForceOnDrainTimeout is "true" when a drain blocked past its
+	// timeout force-deletes the blocking pods (coordinator, from the pool's
+	// drain policy onTimeout: Force, an explicit opt-in).
+	AnnotationForceOnDrainTimeout = protocolPrefix + "force-on-drain-timeout"
 	// AnnotationDrainTimeout bounds a blocked drain, a Go duration
 	// (coordinator).
 	AnnotationDrainTimeout = protocolPrefix + "drain-timeout"

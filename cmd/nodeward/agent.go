@@ -17,12 +17,13 @@ import (
 
 func newAgentCommand() *cobra.Command {
 	var (
-		kube     kubeFlags
-		flags    healthFlags
-		nodeName string
-		updates  bool
-		protocol string
-		stateDir string
+		kube       kubeFlags
+		flags      healthFlags
+		drainFlags agentDrainFlags
+		nodeName   string
+		updates    bool
+		protocol   string
+		stateDir   string
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -64,7 +65,11 @@ func newAgentCommand() *cobra.Command {
 				}
 				return nil
 			}
-			update, readiness, err := newUpdateAgent(client, restConfig, health, nodeName, protocol, stateDir, log)
+			drainOpts, err := drainFlags.options()
+			if err != nil {
+				return err
+			}
+			update, readiness, err := newUpdateAgent(client, restConfig, health, nodeName, protocol, stateDir, drainOpts, log)
 			if err != nil {
 				return err
 			}
@@ -85,6 +90,7 @@ func newAgentCommand() *cobra.Command {
 	}
 	kube.register(cmd)
 	flags.register(cmd)
+	drainFlags.register(cmd)
 	cmd.Flags().StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
 	cmd.Flags().BoolVar(&updates, "updates", true, "run the OS update lifecycle (needs rpm-ostree); false runs node health only")
 	cmd.Flags().StringVar(&protocol, "protocol", "nodeward", "coordinator protocol: nodeward or mco (OpenShift's machine-config operator)")

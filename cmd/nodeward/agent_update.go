@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nodeward/nodeward/daemon"
+	"github.com/nodeward/nodeward/drain"
 	"github.com/nodeward/nodeward/osupdate"
 	"github.com/nodeward/nodeward/systemd"
 )
@@ -18,7 +19,7 @@ import (
 // reboots through logind, readiness through sd_notify, and the coordinator
 // protocol (nodeward's annotations or the MCO's).
 func newUpdateAgent(client kubernetes.Interface, restConfig *rest.Config, health *daemon.Health,
-	nodeName, protocol, stateDir string, log *slog.Logger) (*daemon.UpdateAgent, *daemon.Readiness, error) {
+	nodeName, protocol, stateDir string, drainOpts drain.Options, log *slog.Logger) (*daemon.UpdateAgent, *daemon.Readiness, error) {
 	updater, err := osupdate.New(osupdate.Config{Log: log, StatePath: filepath.Join(stateDir, "osupdate.json")})
 	if err != nil {
 		return nil, nil, fmt.Errorf("OS updater: %w", err)
@@ -26,7 +27,7 @@ func newUpdateAgent(client kubernetes.Interface, restConfig *rest.Config, health
 	readiness := &daemon.Readiness{Notifier: &systemd.Notifier{Log: log}, Log: log}
 	cfg := daemon.UpdateAgentConfig{Client: client, NodeName: nodeName, StateDir: stateDir,
 		OS: daemon.OSUpdate{Updater: updater}, Reboot: &systemd.Rebooter{Log: log},
-		Registerer: health.Registry(), Status: readiness, Log: log}
+		Registerer: health.Registry(), Status: readiness, Log: log, DrainOptions: drainOpts}
 	switch protocol {
 	case "nodeward":
 	case "mco":

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -260,4 +261,30 @@ func newUncordonCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&force, "force", false, "also lift a cordon nodeward did not make")
 	kube.register(cmd)
 	return cmd
+}
+
+// agentDrainFlags are the drain options of `nodeward agent`; the timeout
+// and what happens then come from the pool through the coordinator.
+type agentDrainFlags struct {
+	rulesFile, emptyDir, unmanaged string
+	byPriority                     bool
+}
+
+func (f *agentDrainFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.rulesFile, "drain-rules", "", "drain rules file (kind: DrainRules) ordering, skipping or waiting for pods")
+	fl.StringVar(&f.emptyDir, "drain-emptydir", "refuse", "pods with emptyDir volumes: refuse (the drain waits, reported) or evict")
+	fl.StringVar(&f.unmanaged, "drain-unmanaged", "refuse", "pods without a controller: refuse (the drain waits, reported) or evict")
+	fl.BoolVar(&f.byPriority, "drain-by-priority", false, "inside an order, drain pods of higher PriorityClass first")
+}
+
+func (f agentDrainFlags) options() (drain.Options, error) {
+	df := drainFlags{rulesFile: f.rulesFile, emptyDir: f.emptyDir, unmanaged: f.unmanaged,
+		byPriority: f.byPriority, onTimeout: string(drain.Retry), concurrency: 32, gracePeriod: -1}
+	o, err := df.options()
+	if err != nil {
+		return o, fmt.Errorf("agent: %s", strings.NewReplacer("--rules", "--drain-rules", "--emptydir", "--drain-emptydir",
+			"--unmanaged", "--drain-unmanaged").Replace(err.Error()))
+	}
+	return o, nil
 }

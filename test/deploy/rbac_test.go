@@ -27,6 +27,7 @@ const (
 	msgLabels     = "may not change Node labels"
 	msgOtherLease = "may only write the Lease"
 	msgOtherPod   = "may only evict pods bound to its node"
+	msgDeletePod  = "may only delete pods bound to its node"
 	msgUnbound    = "not bound to a node"
 )
 
@@ -90,6 +91,9 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 				_, err := cp.Client().CoreV1().Pods(ns).Get(ctx, podA, metav1.GetOptions{})
 				return apierrors.IsNotFound(err), nil
 			})
+			deletableA := createPod(t, cp, ns, "deletable-a-"+strings.ToLower(binding.kind), nodeA, nil)
+			requireForbidden(t, "agent of A deletes a pod on node B", deletePod(ctx, agent, ns, protectedB), msgDeletePod)
+			requireAllowed(t, "agent of A deletes a pod on node A", deletePod(ctx, agent, ns, deletableA))
 			requireForbidden(t, "agent may create UpdatePools", updatePoolWrite(ctx, agent, "POST", ""), "")
 			requireForbidden(t, "agent may update UpdatePools", updatePoolWrite(ctx, agent, "PUT", "default"), "")
 			requireForbidden(t, "agent may delete UpdatePools", updatePoolWrite(ctx, agent, "DELETE", "default"), "")
@@ -102,6 +106,7 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 		unbound := serviceAccountClient(t, cp, agentServiceAccount, boundTo{})
 		requireForbidden(t, "unbound agent token patches node A", patchAnnotation(ctx, unbound, nodeA, "nodeward.test/x", "1"), msgUnbound)
 		requireForbidden(t, "unbound agent token evicts a pod", evict(ctx, unbound, ns, protectedB), msgUnbound)
+		requireForbidden(t, "unbound agent token deletes a pod", deletePod(ctx, unbound, ns, protectedB), msgUnbound)
 	})
 }
 
@@ -245,4 +250,8 @@ func createPDB(t *testing.T, cp *cluster.ControlPlane, ns, name string, labels m
 	if _, err := cp.Client().PolicyV1().PodDisruptionBudgets(ns).Create(context.Background(), pdb, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create PDB %s: %v", name, err)
 	}
+}
+
+func deletePod(ctx context.Context, c kubernetes.Interface, ns, pod string) error {
+	return c.CoreV1().Pods(ns).Delete(ctx, pod, metav1.DeleteOptions{})
 }

@@ -37,7 +37,9 @@ type UpdateConfig struct {
 	// DrainTimeout bounds a blocked drain before the slot is yielded (if
 	// the pool asks for that); default 10 min.
 	DrainTimeout time.Duration
-	// DrainAttempt bounds one drain attempt; default 2 min.
+	// DrainAttempt bounds one drain attempt; default 30 s. A blocked
+	// attempt ends with the blockers in the node's reason, so this is also
+	// how stale that reason may be.
 	DrainAttempt time.Duration
 	// HealthTimeout bounds WaitingHealthy before Degraded; default 10 min.
 	HealthTimeout time.Duration
@@ -90,7 +92,7 @@ func NewUpdateMachine(cfg UpdateConfig) (*UpdateMachine, error) {
 		def time.Duration
 	}{
 		{&cfg.PollInterval, 5 * time.Second}, {&cfg.DrainTimeout, 10 * time.Minute},
-		{&cfg.DrainAttempt, 2 * time.Minute}, {&cfg.HealthTimeout, 10 * time.Minute},
+		{&cfg.DrainAttempt, 30 * time.Second}, {&cfg.HealthTimeout, 10 * time.Minute},
 		{&cfg.RebootRetry, 5 * time.Minute},
 	}
 	for _, d := range defaults {

@@ -20,6 +20,7 @@ func newAgentCommand() *cobra.Command {
 		kube       kubeFlags
 		flags      healthFlags
 		drainFlags agentDrainFlags
+		host       hostFlags
 		nodeName   string
 		updates    bool
 		protocol   string
@@ -32,6 +33,9 @@ func newAgentCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if protocol != "nodeward" && protocol != "mco" {
 				return fmt.Errorf("--protocol %q: want nodeward or mco", protocol)
+			}
+			if err := host.validate(); err != nil {
+				return err
 			}
 			cfg, err := flags.load(cmd)
 			if err != nil {
@@ -69,7 +73,7 @@ func newAgentCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			update, readiness, err := newUpdateAgent(client, restConfig, health, nodeName, protocol, stateDir, drainOpts, log)
+			update, readiness, err := newUpdateAgent(client, restConfig, health, nodeName, protocol, stateDir, host, drainOpts, log)
 			if err != nil {
 				return err
 			}
@@ -91,6 +95,7 @@ func newAgentCommand() *cobra.Command {
 	kube.register(cmd)
 	flags.register(cmd)
 	drainFlags.register(cmd)
+	host.register(cmd)
 	cmd.Flags().StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
 	cmd.Flags().BoolVar(&updates, "updates", true, "run the OS update lifecycle (needs rpm-ostree); false runs node health only")
 	cmd.Flags().StringVar(&protocol, "protocol", "nodeward", "coordinator protocol: nodeward or mco (OpenShift's machine-config operator)")

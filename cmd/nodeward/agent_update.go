@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"path/filepath"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/nodeward/nodeward/daemon"
 	"github.com/nodeward/nodeward/drain"
-	"github.com/nodeward/nodeward/osupdate"
 	"github.com/nodeward/nodeward/systemd"
 )
 
@@ -19,15 +17,21 @@ import (
 // reboots through logind, readiness through sd_notify, and the coordinator
 // protocol (nodeward's annotations or the MCO's).
 func newUpdateAgent(client kubernetes.Interface, restConfig *rest.Config, health *daemon.Health,
-	nodeName, protocol, stateDir string, drainOpts drain.Options, log *slog.Logger) (*daemon.UpdateAgent, *daemon.Readiness, error) {
-	updater, err := osupdate.New(osupdate.Config{Log: log, StatePath: filepath.Join(stateDir, "osupdate.json")})
+	nodeName, protocol, stateDir string, host hostFlags, drainOpts drain.Options, log *slog.Logger) (*daemon.UpdateAgent, *daemon.Readiness, error) {
+	updater, err := host.updater(stateDir, log)
 	if err != nil {
 		return nil, nil, fmt.Errorf("OS updater: %w", err)
 	}
 	readiness := &daemon.Readiness{Notifier: &systemd.Notifier{Log: log}, Log: log}
 	cfg := daemon.UpdateAgentConfig{Client: client, NodeName: nodeName, StateDir: stateDir,
 		OS: daemon.OSUpdate{Updater: updater}, Reboot: &systemd.Rebooter{Log: log},
+		BootID: daemon.FileBootID(host.bootIDFile), PollInterval: host.pollInterval,
 		Registerer: health.Registry(), Status: readiness, Log: log, DrainOptions: drainOpts}
+	if sel, err := host.postUpdateSelector(); err != nil {
+		return nil, nil, err
+	} else if sel != nil {
+		cfg.Health = daemon.PodsReadyCheck(client, sel)
+	}
 	switch protocol {
 	case "nodeward":
 	case "mco":

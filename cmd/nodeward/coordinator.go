@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -66,9 +67,13 @@ func newCoordinatorCommand() *cobra.Command {
 			if !leaderElect {
 				return coordinator.New(opts).Run(ctx)
 			}
+			// Unique per process, as the kube-controller-manager's: two
+			// replicas on one host, or a restarted one, never share a
+			// leadership.
 			host, _ := os.Hostname()
+			identity := host + "_" + uuid.NewString()
 			err = coordinator.RunWithLeaderElection(ctx, opts, coordinator.LeaderOptions{
-				Namespace: leaderNS, Identity: host, LeaseDuration: leaseDuration,
+				Namespace: leaderNS, Identity: identity, LeaseDuration: leaseDuration,
 				RenewDeadline: leaseDuration * 2 / 3, RetryPeriod: leaseDuration / 7,
 			})
 			if errors.Is(err, ctx.Err()) {

@@ -42,8 +42,10 @@ func installPoolAPI(t *testing.T, cp *cluster.ControlPlane) dynamic.Interface {
 // stop is called (a crash: no hand-over).
 func runCoordinator(t *testing.T, cp *cluster.ControlPlane, dyn dynamic.Interface) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
+	// Other tests of the package run their own coordinators on their own
+	// pools: each selects only its pool.
 	c := coordinator.New(coordinator.Options{Client: cp.Client(), Dynamic: dyn, Resync: time.Second,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		PoolLabelSelector: poolLabel + "=coord", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -56,6 +58,10 @@ func runCoordinator(t *testing.T, cp *cluster.ControlPlane, dyn dynamic.Interfac
 	t.Cleanup(stop)
 	return stop
 }
+
+// poolLabel tells the pools of the package's tests apart, so that each
+// test's coordinator manages only its own.
+const poolLabel = "nodeward.test/pool"
 
 // TestRolloutWithCoordinator: ten agents and nodeward's own coordinator, an
 // UpdatePool with maxUnavailable 3, the coordinator killed and restarted
@@ -71,7 +77,7 @@ func TestRolloutWithCoordinator(t *testing.T) {
 	ns := p.cp.Namespace(t)
 	p.workload(ns, "web", 10)
 	pool := &v1alpha1.UpdatePool{
-		ObjectMeta: metav1.ObjectMeta{Name: "coord"},
+		ObjectMeta: metav1.ObjectMeta{Name: "coord", Labels: map[string]string{poolLabel: "coord"}},
 		Spec: v1alpha1.UpdatePoolSpec{
 			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: "coord"}},
 			OSImage:        toOS,

@@ -53,6 +53,8 @@ type Logind struct {
 	inhibitors []Inhibitor
 	failReboot string // D-Bus error name to answer Reboot with
 	conn       *dbus.Conn
+	daemon     *exec.Cmd
+	rebooted   chan struct{}
 }
 
 type manager struct{ l *Logind }
@@ -65,6 +67,10 @@ func (m manager) Reboot(interactive bool) *dbus.Error {
 		return dbus.NewError(m.l.failReboot, []any{"refused by the fake"})
 	}
 	m.l.reboots = append(m.l.reboots, RebootCall{Interactive: interactive})
+	select {
+	case m.l.rebooted <- struct{}{}:
+	default:
+	}
 	return nil
 }
 
@@ -80,50 +86,82 @@ func (m manager) ListInhibitors() ([]Inhibitor, *dbus.Error) {
 func Start(t testing.TB) *Logind {
 	t.Helper()
 	bin := testenv.RequireBinary(t, "dbus-daemon")
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "bus.conf")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, busConfig, filepath.Join(dir, "bus")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "--config-file="+cfg, "--nofork", "--nopidfile", "--print-address=1")
-	stdout, err := cmd.StdoutPipe()
+	l, err := New(bin, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting dbus-daemon: %v", err)
+	t.Cleanup(l.Close)
+	return l
+}
+
+// New runs the dbus-daemon binary on a socket in dir and exports the fake
+// on it. Close stops both.
+func New(dbusDaemon, dir string) (*Logind, error) {
+	cfg := filepath.Join(dir, "bus.conf")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, busConfig, filepath.Join(dir, "bus")), 0o600); err != nil {
+		return nil, err
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	cmd := exec.Command(dbusDaemon, "--config-file="+cfg, "--nofork", "--nopidfile", "--print-address=1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	// dbus-daemon warns about fd limits it may not raise without root;
+	// keep its messages beside its socket.
+	errLog, err := os.Create(filepath.Join(dir, "dbus-daemon.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer errLog.Close()
+	cmd.Stderr = errLog
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting dbus-daemon: %w", err)
+	}
+	l := &Logind{daemon: cmd, rebooted: make(chan struct{}, 1)}
 	addrCh := make(chan string, 1)
 	go func() {
 		line, _ := bufio.NewReader(stdout).ReadString('\n')
 		addrCh <- strings.TrimSpace(line)
 	}()
-	l := &Logind{}
 	select {
 	case l.Address = <-addrCh:
 	case <-time.After(10 * time.Second):
-		t.Fatal("dbus-daemon printed no address within 10s")
+		l.Close()
+		return nil, fmt.Errorf("dbus-daemon printed no address within 10s")
 	}
 	if l.Address == "" {
-		t.Fatal("dbus-daemon printed an empty address")
+		l.Close()
+		return nil, fmt.Errorf("dbus-daemon printed an empty address")
 	}
 	conn, err := dbus.Connect(l.Address)
 	if err != nil {
-		t.Fatalf("connecting to the private bus: %v", err)
+		l.Close()
+		return nil, fmt.Errorf("connecting to the private bus: %w", err)
 	}
-	t.Cleanup(func() { conn.Close() })
 	l.conn = conn
 	if err := conn.Export(manager{l}, "/org/freedesktop/login1", "org.freedesktop.login1.Manager"); err != nil {
-		t.Fatal(err)
+		l.Close()
+		return nil, err
 	}
 	reply, err := conn.RequestName("org.freedesktop.login1", dbus.NameFlagDoNotQueue)
 	if err != nil || reply != dbus.RequestNameReplyPrimaryOwner {
-		t.Fatalf("owning org.freedesktop.login1 on the private bus: reply %v, %v", reply, err)
+		l.Close()
+		return nil, fmt.Errorf("owning org.freedesktop.login1 on the private bus: reply %v, %v", reply, err)
 	}
-	return l
+	return l, nil
 }
+
+// Close disconnects the fake and stops its dbus-daemon.
+func (l *Logind) Close() {
+	if l.conn != nil {
+		l.conn.Close()
+	}
+	_ = l.daemon.Process.Kill()
+	_ = l.daemon.Wait()
+}
+
+// Rebooted is signalled after each recorded Reboot call.
+func (l *Logind) Rebooted() <-chan struct{} { return l.rebooted }
 
 // Hold adds an inhibitor, as `systemd-inhibit` would.
 func (l *Logind) Hold(in Inhibitor) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // ExitHang tells the binary to hang (an injected timeout).
@@ -164,6 +165,9 @@ func (s *State) rebase(ref string, locked bool) result {
 	if !found {
 		return fail("Creating importer: failed to invoke method OpenImage: reading manifest of %s: manifest unknown", image)
 	}
+	if s.Staged == nil || s.Staged.Checksum != img.Checksum {
+		time.Sleep(s.PullDelay)
+	}
 	s.Staged = &Deployment{Checksum: img.Checksum, ImageRef: ref, Digest: img.Digest, Version: img.Version,
 		Kargs: s.mergeKargs(), Serial: s.newSerial(img.Checksum)}
 	s.Locked = locked
@@ -173,6 +177,9 @@ func (s *State) rebase(ref string, locked bool) result {
 func (s *State) deploy(checksum string, locked bool) result {
 	for _, img := range s.Images {
 		if img.Checksum == checksum {
+			if s.Staged == nil || s.Staged.Checksum != checksum {
+				time.Sleep(s.PullDelay)
+			}
 			s.Staged = &Deployment{Checksum: checksum, Version: img.Version, Kargs: s.mergeKargs(), Serial: s.newSerial(checksum)}
 			s.Locked = locked
 			return ok("Staging deployment...done\n")

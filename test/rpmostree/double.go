@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Build compiles the double into dir and returns the binary's path.
@@ -30,13 +31,25 @@ type Double struct {
 // registry (keyed by reference without transport).
 func New(t testing.TB, binary string, booted Deployment, images map[string]Image) *Double {
 	t.Helper()
-	d := &Double{Dir: t.TempDir(), Binary: binary}
-	s := &State{OSName: "fedora-coreos", Deployments: []Deployment{booted}, Images: images}
-	if err := s.Save(d.Dir); err != nil {
+	d, err := Create(t.TempDir(), binary, booted, images)
+	if err != nil {
 		t.Fatal(err)
 	}
-	d.writeBootFiles(t, s, nil)
 	return d
+}
+
+// Create is New for callers without a testing.TB: the host's state lives
+// in dir.
+func Create(dir, binary string, booted Deployment, images map[string]Image) (*Double, error) {
+	d := &Double{Dir: dir, Binary: binary}
+	s := &State{OSName: "fedora-coreos", Deployments: []Deployment{booted}, Images: images}
+	if err := s.Save(d.Dir); err != nil {
+		return nil, err
+	}
+	if err := d.writeBootFiles(s, nil); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // Env is the environment the binary needs.
@@ -58,11 +71,20 @@ func (d *Double) State(t testing.TB) *State {
 // Update changes the state.
 func (d *Double) Update(t testing.TB, change func(*State)) {
 	t.Helper()
-	s := d.State(t)
-	change(s)
-	if err := s.Save(d.Dir); err != nil {
+	if err := d.Change(change); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Change is Update for callers without a testing.TB. Only while no
+// rpm-ostree of the host runs: it does not take the transaction lock.
+func (d *Double) Change(change func(*State)) error {
+	s, err := Load(d.Dir)
+	if err != nil {
+		return err
+	}
+	change(s)
+	return s.Save(d.Dir)
 }
 
 // Inject makes verb ("*" for every verb) fail as f says.
@@ -82,7 +104,17 @@ func (d *Double) Inject(t testing.TB, verb string, f Failure) {
 // bootloader starts the default entry, or the second one when BootWrong.
 func (d *Double) Boot(t testing.TB) {
 	t.Helper()
-	s := d.State(t)
+	if err := d.BootHost(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BootHost is Boot for callers without a testing.TB.
+func (d *Double) BootHost() error {
+	s, err := Load(d.Dir)
+	if err != nil {
+		return err
+	}
 	var journal []string
 	if st := s.Staged; st != nil {
 		switch {
@@ -96,7 +128,7 @@ func (d *Double) Boot(t testing.TB) {
 		default:
 			booted, err := s.BootedDeployment()
 			if err != nil {
-				t.Fatal(err)
+				return err
 			}
 			journal = append(journal, "Finalizing staged deployment", "Bootloader updated; bootconfig swap: yes; bootversion: boot.1")
 			s.Deployments = []Deployment{*st, *booted} // ostree keeps the new and the booted
@@ -110,19 +142,24 @@ func (d *Double) Boot(t testing.TB) {
 	s.RebootRequested = false
 	s.Boots++
 	if err := s.Save(d.Dir); err != nil {
-		t.Fatal(err)
+		return err
 	}
-	d.writeBootFiles(t, s, journal)
+	return d.writeBootFiles(s, journal)
 }
 
-func (d *Double) writeBootFiles(t testing.TB, s *State, journal []string) {
-	t.Helper()
+// BootIDPath is the double's /proc/sys/kernel/random/boot_id: it changes
+// at every boot.
+func (d *Double) BootIDPath() string { return filepath.Join(d.Dir, "boot_id") }
+
+func (d *Double) writeBootFiles(s *State, journal []string) error {
 	if err := os.WriteFile(d.CmdlinePath(), []byte(s.Cmdline()), 0o600); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	if err := os.WriteFile(filepath.Join(d.Dir, "journal-previous-boot"), []byte(strings.Join(journal, "\n")), 0o600); err != nil {
-		t.Fatal(err)
+		return err
 	}
+	bootID := fmt.Sprintf("%08x-0000-4000-8000-%012x\n", s.Boots, time.Now().UnixNano()&0xffffffffffff)
+	return os.WriteFile(d.BootIDPath(), []byte(bootID), 0o600)
 }
 
 // Journal reads the double's previous-boot journal of

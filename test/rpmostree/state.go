@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // EnvDir names the environment variable holding the double's state dir.
@@ -62,6 +63,9 @@ type State struct {
 	// BootWrong makes the next boot pick the second entry instead of the
 	// default (a firmware or bootloader mishap).
 	BootWrong bool `json:"bootWrong,omitempty"`
+	// PullDelay is how long rebase and deploy take to pull a new image (a
+	// simulated download); the transaction holds the double meanwhile.
+	PullDelay time.Duration `json:"pullDelay,omitempty"`
 	// Calls logs every invocation (argv), for assertions.
 	Calls [][]string `json:"calls"`
 	Boots int        `json:"boots"`

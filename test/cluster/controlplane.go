@@ -243,6 +243,11 @@ func (cp *ControlPlane) startControllers(ctx context.Context, kcmPort, schedPort
 		"--manage-nodes-with-annotation-selector="+KwokAnnotation+"=fake",
 		fmt.Sprintf("--server-address=127.0.0.1:%d", kwokPort),
 		"--cidr=10.240.0.0/12",
+		// The heartbeat stage renews node status only every ~10 min and
+		// leaves liveness to the node Lease; without Leases the node
+		// lifecycle controller marks every node NotReady after its
+		// 50 s grace period and every pod on them not Ready.
+		"--node-lease-duration-seconds=40",
 	)
 	if err != nil {
 		return err

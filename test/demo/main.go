@@ -1,9 +1,11 @@
 // Command demo rolls a new OS out over simulated nodes on a real local
 // control plane: etcd, kube-apiserver, the controllers and kwok nodes, one
-// nodeward update agent per node on its own simulated rpm-ostree host, real
-// pods under a PDB that the drains evict, nodeward's coordinator and an
-// UpdatePool. It prints live progress and a summary, and stops everything it
-// started before it exits (also on Ctrl-C).
+// `nodeward agent` process per node on its own simulated host (the
+// rpm-ostree double, a fake logind on a private D-Bus; a reboot kills the
+// agent process and starts a new one), real pods under a PDB that the drains
+// evict, a `nodeward coordinator` process and an UpdatePool. It prints the
+// `nodeward status` tables as the rollout goes and a summary, and stops
+// everything it started before it exits (also on Ctrl-C).
 //
 //	NODEWARD_TESTBIN_DIR=... go run ./test/demo -nodes 6 -max-unavailable 2
 package main
@@ -13,8 +15,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -30,9 +30,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
-	"github.com/nodeward/nodeward/coordinator"
 	"github.com/nodeward/nodeward/test/cluster"
 	"github.com/nodeward/nodeward/test/e2e"
+	"github.com/nodeward/nodeward/test/rpmostree"
 )
 
 type options struct {
@@ -53,7 +53,7 @@ func main() {
 	flag.DurationVar(&o.reboot, "reboot", 2*time.Second, "simulated reboot time")
 	flag.IntVar(&o.pods, "pods", 12, "pods of the demo workload spread over the nodes")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up after this long")
-	flag.BoolVar(&o.logs, "agent-logs", false, "print the agents' logs")
+	flag.BoolVar(&o.logs, "agent-logs", false, "print the end of each agent's log when the demo ends (always on failure)")
 	flag.Parse()
 	if o.nodes < 1 || o.maxUnavailable < 1 || o.pods < 0 {
 		fmt.Fprintf(os.Stderr, "demo: -nodes %d and -max-unavailable %d must be at least 1, -pods %d at least 0\n",
@@ -69,7 +69,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, o options) error {
+func run(ctx context.Context, o options) (err error) {
 	binDir, err := binDir()
 	if err != nil {
 		return err
@@ -107,82 +107,114 @@ func run(ctx context.Context, o options) error {
 	if err := e2e.InstallPoolAPI(ctx, cp.Client(), dyn, "manifests/crds/nodeward.io_updatepools.yaml"); err != nil {
 		return fmt.Errorf("%w (run the demo from the repository root)", err)
 	}
-	if err := e2e.CreateAgentLeases(ctx, cp.Client(), names); err != nil {
+	fmt.Printf("building nodeward and the rpm-ostree double...\n")
+	bin, err := e2e.BuildProcBinaries(".", work)
+	if err != nil {
 		return err
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if o.logs {
-		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	agentsCtx, stopAgents := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	nodes := make([]*e2e.SimNode, len(names))
-	for i, name := range names {
-		host := e2e.NewSimHost("os-1")
-		host.StageDelay = o.download
-		nodes[i] = &e2e.SimNode{Name: name, Host: host, StateDir: filepath.Join(work, "state", name),
-			Client: cp.Client(), Log: log, RebootDelay: o.reboot}
-		if err := nodes[i].Start(); err != nil {
-			stopAgents()
-			return err
-		}
-		wg.Go(func() { nodes[i].RunReboots(agentsCtx) })
-	}
+	nodes := make([]*e2e.ProcNode, 0, len(names))
 	defer func() {
 		stopAgents()
 		wg.Wait()
 		for _, n := range nodes {
-			n.Kill()
+			n.Close()
+			if o.logs || err != nil {
+				fmt.Printf("--- agent log of %s (end) ---\n%s\n", n.Name, n.LogTail(2500))
+			}
 		}
 	}()
+	for _, name := range names {
+		n, err := e2e.NewProcNode(bin, name, cp.KubeconfigPath(), filepath.Join(work, "nodes", name), e2e.ProcBooted(), e2e.ProcImages())
+		if err != nil {
+			return err
+		}
+		nodes = append(nodes, n)
+		n.RebootDelay = o.reboot
+		if err := n.Double.Change(func(s *rpmostree.State) { s.PullDelay = o.download }); err != nil {
+			return err
+		}
+		if err := n.Start(); err != nil {
+			return err
+		}
+		wg.Go(func() {
+			if err := n.RunReboots(agentsCtx); err != nil {
+				fmt.Fprintln(os.Stderr, "demo:", err)
+			}
+		})
+	}
 
 	tracker := newTracker(cp.Client(), group)
 	go tracker.run(agentsCtx)
-	fmt.Printf("%d nodes Ready, %d pods running, one agent per node on os-1\n", len(names), o.pods)
-	fmt.Printf("UpdatePool %q: rolling out os-2 with maxUnavailable %d (download %s, reboot %s)\n\n", group, o.maxUnavailable, o.download, o.reboot)
+	fmt.Printf("%d nodes Ready, %d pods running, one nodeward agent process per node on Fedora CoreOS 41\n", len(names), o.pods)
+	fmt.Printf("UpdatePool %q: rolling out %s with maxUnavailable %d (download %s, reboot %s)\n\n",
+		group, e2e.ProcTarget, o.maxUnavailable, o.download, o.reboot)
 	start := time.Now()
-	coord := coordinator.New(coordinator.Options{Client: cp.Client(), Dynamic: dyn, Resync: time.Second, Log: log})
-	wg.Go(func() {
-		if err := coord.Run(agentsCtx); err != nil && agentsCtx.Err() == nil {
-			fmt.Fprintln(os.Stderr, "demo: coordinator:", err)
-		}
-	})
+	coord := exec.Command(bin.Nodeward, "coordinator", "--kubeconfig", cp.KubeconfigPath(), "--metrics-address", "", "--resync", "1s")
+	coordLog, err := os.Create(filepath.Join(work, "coordinator.log"))
+	if err != nil {
+		return err
+	}
+	defer coordLog.Close()
+	coord.Stdout, coord.Stderr = coordLog, coordLog
+	coord.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := coord.Start(); err != nil {
+		return fmt.Errorf("start coordinator: %w", err)
+	}
+	defer func() { _ = coord.Process.Kill(); _ = coord.Wait() }()
 	pool := &v1alpha1.UpdatePool{
 		ObjectMeta: metav1.ObjectMeta{Name: group},
 		Spec: v1alpha1.UpdatePoolSpec{
 			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: group}},
-			OSImage:        "os-2",
+			OSImage:        e2e.ProcTarget,
 			MaxUnavailable: ptr.To(intstr.FromInt(o.maxUnavailable)),
 		},
 	}
 	if err := e2e.CreatePool(ctx, dyn, pool); err != nil {
 		return err
 	}
+	status := func() {
+		out, err := exec.Command(bin.Nodeward, "status", group, "--kubeconfig", cp.KubeconfigPath()).CombinedOutput()
+		if err != nil {
+			fmt.Printf("nodeward status: %v\n", err)
+		}
+		fmt.Printf("--- %5.1fs  nodeward status %s ---\n%s\n", time.Since(start).Seconds(), group, out)
+	}
 
 	deadline := time.After(o.timeout)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var shown string
+	var shownAt time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return errors.New("interrupted")
 		case <-deadline:
-			tracker.print(os.Stdout, time.Since(start))
+			status()
 			tracker.reasons(os.Stdout)
 			if os.Getenv("DEMO_DEBUG") != "" {
 				out, _ := exec.Command(cp.Binary("kubectl"), "--kubeconfig", cp.KubeconfigPath(), "get", "pods,nodes,pdb", "-o", "wide").CombinedOutput()
-				fmt.Println(string(out))
-				out, _ = exec.Command(cp.Binary("kubectl"), "--kubeconfig", cp.KubeconfigPath(), "describe", "nodes").CombinedOutput()
 				fmt.Println(string(out))
 			}
 			return fmt.Errorf("rollout not done after %s", o.timeout)
 		case <-tick.C:
 		}
-		done := tracker.print(os.Stdout, time.Since(start))
+		// The status tables whenever a node changed step, at most every
+		// 3 s; a compact line in between.
+		done, steps := tracker.progress()
 		if done == len(names) {
 			break
 		}
+		if steps != shown && time.Since(shownAt) >= 3*time.Second {
+			status()
+			shown, shownAt = steps, time.Now()
+		} else {
+			tracker.print(os.Stdout, time.Since(start))
+		}
 	}
+	status()
 	makespan := time.Since(start)
 	tracker.summary(os.Stdout, makespan, o.maxUnavailable)
 	if tracker.maxUnavailable() > o.maxUnavailable {

@@ -133,6 +133,22 @@ func (t *tracker) print(w io.Writer, elapsed time.Duration) int {
 	return done
 }
 
+// progress returns how many nodes are done and a signature of every
+// node's step and cordon, which changes when any node moves.
+func (t *tracker) progress() (done int, steps string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var b strings.Builder
+	for _, name := range t.sorted() {
+		tr := t.nodes[name]
+		if tr.step == daemon.StepDone && !tr.end.IsZero() {
+			done++
+		}
+		fmt.Fprintf(&b, "%s=%s/%v ", name, tr.step, tr.unschedulable)
+	}
+	return done, b.String()
+}
+
 // reasons prints why the nodes that are not done wait.
 func (t *tracker) reasons(w io.Writer) {
 	t.mu.Lock()

@@ -240,7 +240,7 @@ func TestProcessRolloutSurvivesCoordinatorKill(t *testing.T) {
 		if testing.Verbose() {
 			cmd.Stderr = os.Stderr
 		}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

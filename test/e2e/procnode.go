@@ -146,7 +146,8 @@ func (n *ProcNode) Start() error {
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group: a Ctrl-C of the harness reaches the harness,
 	// which then kills every agent itself.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// If the harness dies, the kernel kills the agent (Pdeathsig).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return fmt.Errorf("start agent of %s: %w", n.Name, err)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -114,6 +115,7 @@ func New(dbusDaemon, dir string) (*Logind, error) {
 	}
 	defer errLog.Close()
 	cmd.Stderr = errLog
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // no bus outlives its harness
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting dbus-daemon: %w", err)
 	}

@@ -80,10 +80,8 @@ func planPool(pool *v1alpha1.UpdatePool, nodes []nodeView, pending map[string]bo
 	p := &poolPlan{target: target, limit: limit, unavailable: map[string]string{}}
 	busyZones := map[string]bool{}
 	var candidates []nodeView
+	p.setTarget = targetsToSet(nodes, target, pool.Spec.MaxStaging)
 	for _, n := range nodes {
-		if n.target != target && target != "" {
-			p.setTarget = append(p.setTarget, n.name)
-		}
 		if n.granted() && n.stateGrnt == n.grant && n.stateTgt == target &&
 			(n.state == v1alpha1.StepDone || n.state == v1alpha1.StepYielded) {
 			p.release = append(p.release, n.name)
@@ -111,7 +109,9 @@ func planPool(pool *v1alpha1.UpdatePool, nodes []nodeView, pending map[string]bo
 			continue
 		}
 		p.ready++
-		if !n.updated(target) && !n.held && target != "" {
+		// Only a node handed the target may be granted: it has had the
+		// chance to stage it, and the staging budget holds.
+		if !n.updated(target) && !n.held && target != "" && n.target == target {
 			candidates = append(candidates, n)
 		}
 	}
@@ -135,6 +135,51 @@ func planPool(pool *v1alpha1.UpdatePool, nodes []nodeView, pending map[string]bo
 	}
 	p.grant = pickGrants(candidates, busyZones, free)
 	return p, nil
+}
+
+// targetsToSet returns the nodes whose target annotation is stale, at most
+// as many as the staging budget leaves: maxStaging minus the nodes still
+// downloading the target (live agent, not yet staged, not done or
+// degraded). nil maxStaging is no budget.
+func targetsToSet(nodes []nodeView, target string, maxStaging *int32) []string {
+	if target == "" {
+		return nil
+	}
+	budget, staging := len(nodes), 0
+	for _, n := range nodes {
+		if n.target == target && n.staged != target && !n.updated(target) && !n.degraded(target) && n.leaseOK {
+			staging++
+		}
+	}
+	if maxStaging != nil {
+		budget = int(*maxStaging) - staging
+	}
+	var stale []nodeView
+	for _, n := range nodes {
+		if n.target != target {
+			stale = append(stale, n)
+		}
+	}
+	// The order pickGrants grants in (zone, then queue position), so that
+	// the first nodes to stage are the first to be granted.
+	sort.Slice(stale, func(i, j int) bool {
+		a, b := stale[i], stale[j]
+		if a.zone != b.zone {
+			return a.zone < b.zone
+		}
+		if !a.yieldedAt.Equal(b.yieldedAt) {
+			return a.yieldedAt.Before(b.yieldedAt)
+		}
+		if !a.created.Equal(b.created) {
+			return a.created.Before(b.created)
+		}
+		return a.name < b.name
+	})
+	out := make([]string, 0, min(max(budget, 0), len(stale)))
+	for _, n := range stale[:min(max(budget, 0), len(stale))] {
+		out = append(out, n.name)
+	}
+	return out
 }
 
 // pickGrants orders candidates — staged first, then nodes that never

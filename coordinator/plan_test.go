@@ -190,3 +190,45 @@ func TestPlanRelevantChangeIgnoresOwnWritesAndHeartbeats(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanStagingBudget: with maxStaging 2 the target goes to two nodes at
+// a time; a node that staged, a silent agent's node and a degraded node
+// free their share; a granted node gets its target whatever the budget.
+func TestPlanStagingBudget(t *testing.T) {
+	const target = "quay.io/os:2"
+	two := func(s *v1alpha1.UpdatePoolSpec) { s.MaxStaging = ptrInt32(2) }
+	nodes := healthy(6)
+	for i := range nodes {
+		nodes[i].target = "quay.io/os:1"
+	}
+	p, _ := planPool(pool(intstr.FromInt32(1), two, func(s *v1alpha1.UpdatePoolSpec) { s.Paused = true }), nodes, nil, now)
+	if fmt.Sprint(p.setTarget) != "[n00 n01]" {
+		t.Fatalf("first wave: setTarget %v, want [n00 n01]", p.setTarget)
+	}
+	nodes[0].target, nodes[1].target = target, target // both downloading
+	p, _ = planPool(pool(intstr.FromInt32(1), two, func(s *v1alpha1.UpdatePoolSpec) { s.Paused = true }), nodes, nil, now)
+	if len(p.setTarget) != 0 {
+		t.Fatalf("budget used up: setTarget %v, want none", p.setTarget)
+	}
+	nodes[0].staged = target // n00 done downloading
+	nodes[1].leaseOK = false // n01's agent went silent: it holds no share
+	p, _ = planPool(pool(intstr.FromInt32(1), two, func(s *v1alpha1.UpdatePoolSpec) { s.Paused = true }), nodes, nil, now)
+	if fmt.Sprint(p.setTarget) != "[n02 n03]" {
+		t.Fatalf("after n00 staged and n01 went silent: setTarget %v, want [n02 n03]", p.setTarget)
+	}
+	// Unpaused, maxUnavailable 3: only nodes handed the target may be
+	// granted, the staged one first; the budget is never exceeded by a grant.
+	nodes[2].target, nodes[3].target = target, target
+	nodes[1].leaseOK = true
+	p, _ = planPool(pool(intstr.FromInt32(3), two), nodes, nil, now)
+	if fmt.Sprint(p.grant) != "[n00 n01 n02]" || len(p.setTarget) != 0 {
+		t.Fatalf("grant %v setTarget %v; want [n00 n01 n02] (staged first) and no new target", p.grant, p.setTarget)
+	}
+	// No budget: every stale node at once.
+	p, _ = planPool(pool(intstr.FromInt32(1), func(s *v1alpha1.UpdatePoolSpec) { s.Paused = true }), healthy(3), nil, now)
+	if len(p.setTarget) != 0 {
+		t.Fatalf("nodes already on the target: setTarget %v", p.setTarget)
+	}
+}
+
+func ptrInt32(v int32) *int32 { return &v }

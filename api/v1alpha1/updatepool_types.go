@@ -35,6 +35,11 @@ type UpdatePoolSpec struct {
 	// MaxUnavailable is a count or a percentage of the pool's nodes
 	// (rounded down, at least 1). Default 1.
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+	// MaxStaging bounds how many nodes of the pool download (pre-stage)
+	// the target at once, to spare the registry and the network; nil
+	// means every node at once. Staging needs no slot: a node stages
+	// while it is still in service.
+	MaxStaging *int32 `json:"maxStaging,omitempty"`
 	// Paused stops new grants; updates in flight finish.
 	Paused bool `json:"paused,omitempty"`
 	// ControlPlane marks the control-plane pool: one node at a time,

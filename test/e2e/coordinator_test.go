@@ -41,11 +41,17 @@ func installPoolAPI(t *testing.T, cp *cluster.ControlPlane) dynamic.Interface {
 // runCoordinator runs nodeward's coordinator in-process until the returned
 // stop is called (a crash: no hand-over).
 func runCoordinator(t *testing.T, cp *cluster.ControlPlane, dyn dynamic.Interface) (stop func()) {
+	return runCoordinatorFor(t, cp, dyn, "coord")
+}
+
+// runCoordinatorFor runs an in-process coordinator for the pool labelled
+// poolLabel=name.
+func runCoordinatorFor(t *testing.T, cp *cluster.ControlPlane, dyn dynamic.Interface, name string) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	// Other tests of the package run their own coordinators on their own
 	// pools: each selects only its pool.
 	c := coordinator.New(coordinator.Options{Client: cp.Client(), Dynamic: dyn, Resync: time.Second,
-		PoolLabelSelector: poolLabel + "=coord", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		PoolLabelSelector: poolLabel + "=" + name, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -130,4 +136,44 @@ func (p *pool) countStep(ctx context.Context, step daemon.Step) int {
 		}
 	}
 	return count
+}
+
+// TestStagingBudgetWithCoordinator: five nodes whose download takes 2 s,
+// maxStaging 2: the coordinator hands the target out two nodes at a time,
+// so no event ever shows more than two nodes staging, and the rollout
+// completes.
+func TestStagingBudgetWithCoordinator(t *testing.T) {
+	t.Parallel()
+	p := newPool(t, "stagebudget", poolOptions{count: 5, maxUnavailable: 1,
+		tune: func(n *SimNode) { n.Host.StageDelay = 2 * time.Second }})
+	dyn := installPoolAPI(t, p.cp)
+	if err := CreateAgentLeases(context.Background(), p.cp.Client(), p.names); err != nil {
+		t.Fatal(err)
+	}
+	pool := &v1alpha1.UpdatePool{
+		ObjectMeta: metav1.ObjectMeta{Name: "stagebudget", Labels: map[string]string{poolLabel: "stagebudget"}},
+		Spec: v1alpha1.UpdatePoolSpec{
+			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: "stagebudget"}},
+			OSImage:        toOS,
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			MaxStaging:     ptr.To[int32](2),
+		},
+	}
+	if err := CreatePool(context.Background(), dyn, pool); err != nil {
+		t.Fatal(err)
+	}
+	p.startAgents()
+	runCoordinatorFor(t, p.cp, dyn, "stagebudget")
+	for _, name := range p.names {
+		p.waitStep(name, daemon.StepDone, 3*time.Minute)
+	}
+	for _, name := range p.names {
+		p.assertUpdated(name)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.maxStaging > 2 || p.maxStaging == 0 {
+		t.Fatalf("%d nodes staging at once; want 1 or 2 (maxStaging 2)", p.maxStaging)
+	}
+	t.Logf("most nodes staging at once: %d", p.maxStaging)
 }

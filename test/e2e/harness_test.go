@@ -46,6 +46,7 @@ type pool struct {
 	maxUnavailable int // the invariant's bound; 0 disables the check
 	ignore         map[string]bool
 	maxSeen        int
+	maxStaging     int // most nodes in step Staging at once
 	seen           map[string][]daemon.Step // distinct steps per node, in order
 }
 
@@ -118,10 +119,13 @@ func (p *pool) watch(ctx context.Context) informers.SharedInformerFactory {
 	check := func(any) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		unavailable := 0
+		unavailable, staging := 0, 0
 		for _, obj := range inf.GetStore().List() {
 			n := obj.(*corev1.Node)
 			step := daemon.Step(n.Annotations[p.keys.State])
+			if step == daemon.StepStaging {
+				staging++
+			}
 			if s := p.seen[n.Name]; step != "" && (len(s) == 0 || s[len(s)-1] != step) {
 				p.seen[n.Name] = append(s, step)
 			}
@@ -130,6 +134,7 @@ func (p *pool) watch(ctx context.Context) informers.SharedInformerFactory {
 			}
 		}
 		p.maxSeen = max(p.maxSeen, unavailable)
+		p.maxStaging = max(p.maxStaging, staging)
 		if p.maxUnavailable > 0 && unavailable > p.maxUnavailable {
 			p.t.Errorf("invariant broken: %d nodes unavailable, maxUnavailable %d", unavailable, p.maxUnavailable)
 		}

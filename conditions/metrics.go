@@ -20,6 +20,7 @@ type Metrics struct {
 	networkUp, runtimeUp      prometheus.Gauge
 	conditionStatus           *prometheus.GaugeVec
 	probeErrors               *prometheus.CounterVec
+	netlinkResubscribes       prometheus.Counter
 	detectionToWrite          *prometheus.HistogramVec
 	apiRequests               *prometheus.CounterVec
 	psiTriggerActive          prometheus.Gauge
@@ -50,6 +51,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"condition", "status"),
 		probeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nodeward_probe_errors_total",
 			Help: "Samples whose source could not be read, by probe."}, []string{"probe"}),
+		netlinkResubscribes: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodeward_netlink_resubscribes_total",
+			Help: "Netlink subscriptions re-opened after their channel closed (ENOBUFS after a burst, for one)."}),
 		detectionToWrite: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "nodeward_detection_to_write_seconds",
 			Help:    "From the sample that changed a condition to the API write that published it.",
@@ -61,7 +64,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.memAvailable, m.memTotal, m.psiAverage, m.psiStalled, m.fsAvail, m.fsSize,
 		m.fsFiles, m.fsFilesFree, m.processes, m.processesLimit, m.networkUp, m.runtimeUp,
-		m.conditionStatus, m.probeErrors, m.detectionToWrite, m.apiRequests, m.psiTriggerActive)
+		m.conditionStatus, m.probeErrors, m.netlinkResubscribes, m.detectionToWrite, m.apiRequests, m.psiTriggerActive)
 	return m
 }
 
@@ -82,6 +85,13 @@ func boolFloat(b bool) float64 {
 func (m *Metrics) ProbeError(probe string) {
 	if m != nil {
 		m.probeErrors.WithLabelValues(probe).Inc()
+	}
+}
+
+// NetlinkResubscribe counts a re-opened netlink subscription.
+func (m *Metrics) NetlinkResubscribe() {
+	if m != nil {
+		m.netlinkResubscribes.Inc()
 	}
 }
 

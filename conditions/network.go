@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -28,6 +29,11 @@ type NetworkProbe struct {
 	// caller's own.
 	ns netns.NsHandle
 
+	// initialBuffer is the first netlink receive buffer (tests shrink it
+	// to provoke ENOBUFS); resubscribes counts re-opened subscriptions.
+	initialBuffer int
+	resubscribes  atomic.Int64
+
 	mu     sync.Mutex
 	handle *netlink.Handle
 }
@@ -44,7 +50,7 @@ func InNetworkNamespace(ns netns.NsHandle) NetworkOption {
 // NewNetworkProbe watches the process's network namespace unless an option
 // says otherwise.
 func NewNetworkProbe(cfg NetworkConfig, m *Metrics, opts ...NetworkOption) *NetworkProbe {
-	p := &NetworkProbe{cfg: cfg, metrics: orDiscard(m), ns: netns.None()}
+	p := &NetworkProbe{cfg: cfg, metrics: orDiscard(m), ns: netns.None(), initialBuffer: netlinkInitialBuffer}
 	for _, o := range opts {
 		o(p)
 	}

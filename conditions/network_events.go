@@ -21,7 +21,7 @@ const (
 // after a burst included); the set is then re-opened with ListExisting, so
 // nothing changed meanwhile is missed, and a larger buffer.
 func (p *NetworkProbe) Notify(ctx context.Context, wake chan<- struct{}) error {
-	buffer := netlinkInitialBuffer
+	buffer := p.initialBuffer
 	sub, err := p.subscribe(buffer)
 	if err != nil {
 		return err
@@ -44,6 +44,8 @@ func (p *NetworkProbe) Notify(ctx context.Context, wake chan<- struct{}) error {
 		// subscription is left half-alive.
 		sub.close()
 		buffer = min(buffer*2, netlinkMaxBuffer)
+		p.resubscribes.Add(1)
+		p.metrics.NetlinkResubscribe()
 		slog.Info("netlink subscription closed; resubscribing", "probe", p.Name(), "receiveBuffer", buffer)
 		if sub, err = p.resubscribe(ctx, buffer); err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -131,4 +132,49 @@ func TestNetworkProbeInterfaceAndFamily(t *testing.T) {
 	if s := sample(NetworkConfig{Family: "ipv4", Interface: "eth9"}); s.Health != Unhealthy || s.Reason != "OtherInterface" {
 		t.Errorf("other interface: %v %s", s.Health, s.Reason)
 	}
+}
+
+// TestNetworkProbeResubscribesAfterOverflow: with a receive buffer of the
+// kernel's minimum, a burst of 4000 address changes overflows the netlink
+// socket (ENOBUFS), which closes the subscription. The probe re-opens it
+// with a larger buffer and still follows events: a lost carrier after the
+// burst turns the condition True without waiting for the relist (an hour).
+func TestNetworkProbeResubscribesAfterOverflow(t *testing.T) {
+	t.Parallel()
+	ns := NewTestNetns(t)
+	cfg := NetworkConfig{Enabled: true, Family: "ipv4", RelistInterval: metav1.Duration{Duration: time.Hour}}
+	probe := NewNetworkProbe(cfg, nil, InNetworkNamespace(ns.Handle))
+	probe.initialBuffer = 1 // the kernel raises it to its minimum
+	defer probe.Close()
+	mon := NewMonitor([]Probe{probe}, HysteresisConfig{BadSamples: 1}, nil, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go mon.Run(ctx)
+	status := func() corev1.ConditionStatus { return mon.Conditions()[0].Status }
+	waitStatus(t, 5*time.Second, status, corev1.ConditionFalse)
+
+	batch := filepath.Join(t.TempDir(), "burst")
+	var b strings.Builder
+	for i := range 4000 {
+		fmt.Fprintf(&b, "addr add 10.90.%d.%d/32 dev nw1\n", i/250, i%250+1)
+	}
+	if err := os.WriteFile(batch, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for probe.resubscribes.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no resubscribe after address bursts for 30 s: the socket never overflowed")
+		}
+		ns.In("-batch", batch)
+		ns.In("addr", "flush", "dev", "nw1")
+	}
+	ns.In("link", "set", "nw1", "down") // nw0 loses its carrier
+	waitStatus(t, 5*time.Second, status, corev1.ConditionTrue)
+	if r := mon.Conditions()[0].Reason; r != "NoCarrier" {
+		t.Errorf("reason %q after the resubscribe, want NoCarrier", r)
+	}
+	ns.In("link", "set", "nw1", "up")
+	waitStatus(t, 5*time.Second, status, corev1.ConditionFalse)
+	t.Logf("resubscribes: %d", probe.resubscribes.Load())
 }

@@ -25,9 +25,10 @@
 // delay since v0.35; 500 not retried; one GET per pod per second) would
 // need wrapping anyway. Measured on this project's machine (docs/benchmarks.md):
 //
-//   - wall time for 110 pods with 1 s grace: `nodeward drain` 2.7 s,
-//     `kubectl drain` 23.2 s (ratio 0.12); with 30 s grace 29.8 s against
-//     49.0 s (0.61), where the grace period itself is the floor;
+//   - wall time for 110 pods with 1 s grace: `nodeward drain` 2.2 s,
+//     `kubectl drain` 23.1 s (median of 3, ratio 0.10); with 30 s grace
+//     30.4 s against 48.3 s (0.63), where the grace period itself is the
+//     floor;
 //   - binary size: a program that only drains is 34.3 MB on this package and
 //     84.2 MB on kubectl's (2.5×); added to the nodeward binary, kubectl's
 //     package would cost 5.0 MB (108.9 → 113.9 MB), which the agent's RSS

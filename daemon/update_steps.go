@@ -212,7 +212,9 @@ func (m *UpdateMachine) drain(ctx context.Context, want Desired) (Step, error) {
 	st.Reason = "drain: " + err.Error()
 	if want.ForceOnDrainTimeout && blockedFor > timeout {
 		if fd, ok := m.cfg.Drain.(ForceDrainer); ok {
-			attempt, cancel := context.WithTimeout(ctx, m.cfg.DrainAttempt)
+			// The forced drain first lets evictions work for forceAfter;
+			// its attempt must outlast that or it never gets to force.
+			attempt, cancel := context.WithTimeout(ctx, forceAfter+m.cfg.DrainAttempt)
 			ferr := fd.ForceDrain(attempt)
 			cancel()
 			if ferr == nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
@@ -176,4 +177,50 @@ func TestStagingBudgetWithCoordinator(t *testing.T) {
 		t.Fatalf("%d nodes staging at once; want 1 or 2 (maxStaging 2)", p.maxStaging)
 	}
 	t.Logf("most nodes staging at once: %d", p.maxStaging)
+}
+
+// TestForceOnDrainTimeoutWithCoordinator: a pool with drain
+// {timeout: 5s, onTimeout: Force}; a PDB allowing no disruption holds the
+// drain of one node. Past the timeout the agent deletes the blocking pod
+// without the Eviction API (an Event on the Node says so), reboots and ends
+// Done; the pod is recreated elsewhere.
+func TestForceOnDrainTimeoutWithCoordinator(t *testing.T) {
+	t.Parallel()
+	p := newPool(t, "force", poolOptions{count: 1, maxUnavailable: 1})
+	name := p.names[0]
+	ns := p.cp.Namespace(t)
+	blockDrain(p, name, ns) // never released: only force gets past it
+	dyn := installPoolAPI(t, p.cp)
+	if err := CreateAgentLeases(context.Background(), p.cp.Client(), p.names); err != nil {
+		t.Fatal(err)
+	}
+	pool := &v1alpha1.UpdatePool{
+		ObjectMeta: metav1.ObjectMeta{Name: "force", Labels: map[string]string{poolLabel: "force"}},
+		Spec: v1alpha1.UpdatePoolSpec{
+			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: "force"}},
+			OSImage:        toOS,
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Drain:          &v1alpha1.DrainSpec{Timeout: "5s", OnTimeout: "Force"},
+		},
+	}
+	if err := CreatePool(context.Background(), dyn, pool); err != nil {
+		t.Fatal(err)
+	}
+	before, err := p.cp.Client().CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=pinned"})
+	if err != nil || len(before.Items) != 1 {
+		t.Fatalf("pinned pods before the update: %v, %v", before, err)
+	}
+	p.startAgents()
+	runCoordinatorFor(t, p.cp, dyn, "force")
+	p.waitStep(name, daemon.StepDone, 2*time.Minute)
+	p.assertUpdated(name)
+	cluster.WaitFor(t, 30*time.Second, "a DrainForced Event on "+name, func(ctx context.Context) (bool, error) {
+		evs, err := p.cp.Client().CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.name=" + name + ",reason=DrainForced"})
+		return err == nil && len(evs.Items) > 0, err
+	})
+	cluster.WaitFor(t, 30*time.Second, "the blocking pod to be gone", func(ctx context.Context) (bool, error) {
+		pod, err := p.cp.Client().CoreV1().Pods(ns).Get(ctx, before.Items[0].Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err) || (err == nil && pod.UID != before.Items[0].UID), nil
+	})
 }

@@ -46,7 +46,7 @@ type pool struct {
 	maxUnavailable int // the invariant's bound; 0 disables the check
 	ignore         map[string]bool
 	maxSeen        int
-	maxStaging     int // most nodes in step Staging at once
+	maxStaging     int                      // most nodes in step Staging at once
 	seen           map[string][]daemon.Step // distinct steps per node, in order
 }
 

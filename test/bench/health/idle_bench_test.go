@@ -88,6 +88,14 @@ func BenchmarkAgentIdle(b *testing.B) {
 	b.ReportMetric(statusMiB(b, agent.Process.Pid, "VmRSS:"), "RSS-MiB")
 	// Anonymous memory (heap, stacks) apart from the mapped binary.
 	b.ReportMetric(statusMiB(b, agent.Process.Pid, "RssAnon:"), "RSS-anon-MiB")
+	b.ReportMetric(statusMiB(b, agent.Process.Pid, "RssFile:"), "RSS-file-MiB")
+	// Which parts of the binary the file-backed pages are (go test -v).
+	if out, err := exec.Command("go", "run", "github.com/nodeward/nodeward/test/bench/health/rssmap",
+		strconv.Itoa(agent.Process.Pid)).CombinedOutput(); err != nil {
+		b.Logf("rssmap: %v: %s", err, out)
+	} else {
+		b.Logf("binary %.1f MB; resident pages of the binary by section:\n%s", fileMB(b, bin), out)
+	}
 	b.ReportMetric(100*(cpu1-cpu0)/elapsed.Seconds(), "CPU-%")
 	b.ReportMetric((reqs1-reqs0)/minutes, "requests/min")
 	b.ReportMetric((writes1-writes0)/minutes, "writes/min")
@@ -123,6 +131,14 @@ func statusMiB(b *testing.B, pid int, field string) float64 {
 	}
 	b.Fatal("no " + field)
 	return 0
+}
+
+func fileMB(b *testing.B, path string) float64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return float64(fi.Size()) / 1e6
 }
 
 // apiRequests sums nodeward_api_requests_total: all methods, and the

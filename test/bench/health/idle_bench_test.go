@@ -51,7 +51,8 @@ func BenchmarkAgentIdle(b *testing.B) {
 		if err := os.WriteFile(bin, data, 0o755); err != nil {
 			b.Fatal(err)
 		}
-	} else if out, err := exec.Command("go", "build", "-o", bin, "github.com/nodeward/nodeward/cmd/nodeward").CombinedOutput(); err != nil {
+	} else if out, err := exec.Command("go", "build", "-tags", "grpcnotrace", // as `make build`
+		"-o", bin, "github.com/nodeward/nodeward/cmd/nodeward").CombinedOutput(); err != nil {
 		b.Fatalf("build nodeward: %v: %s", err, out)
 	}
 	// The file-backed RSS depends on how the binary's pages came into the

@@ -19,7 +19,7 @@
 # Examples (from the repository root): the agent against an API server that
 # does not answer (it keeps retrying, so it stays up with its probes
 # running), and client-go's clientset alone:
-#   go build -o /tmp/nw ./cmd/nodeward
+#   go build -tags grpcnotrace -o /tmp/nw ./cmd/nodeward   # as make build
 #   bash test/bench/health/rss.sh -w 10 -s -- /tmp/nw agent --updates=false \
 #       --kubeconfig KUBECONFIG --node-name x --metrics-address 127.0.0.1:0
 #   bash test/bench/health/rss.sh -i k8s.io/client-go/kubernetes
@@ -65,7 +65,8 @@ if $build; then
 		echo ")"
 		echo "func main() { for { time.Sleep(time.Hour) } }"
 	} >"$probe_dir/main.go"
-	(cd "$repo" && go build -o "$tmp/probe" "./$(basename "$probe_dir")")
+	# Built with the tags of `make build`.
+	(cd "$repo" && go build -tags grpcnotrace -o "$tmp/probe" "./$(basename "$probe_dir")")
 	set -- "$tmp/probe"
 	label=${imports:-empty}
 else

@@ -3,14 +3,24 @@ package conditions
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	grpchealth "google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodeward/nodeward/test/testenv"
 )
@@ -88,6 +98,7 @@ func TestRuntimeProbeWithRealContainerd(t *testing.T) {
 	if s.Reason != "RuntimeReady" {
 		t.Errorf("running containerd: reason %q (%s)", s.Reason, s.Message)
 	}
+	assertContainerd(t, "unix://"+socket, true)
 	stop()
 	s = waitHealth(t, probe, Unhealthy, 10*time.Second)
 	if s.Reason != "RuntimeUnreachable" {
@@ -103,6 +114,23 @@ func TestRuntimeProbeWithRealContainerd(t *testing.T) {
 	}
 }
 
+// assertContainerd checks that the socket is, or is not, recognized as
+// containerd's, so that the health check is not silently skipped.
+func assertContainerd(t *testing.T, endpoint string, want bool) {
+	t.Helper()
+	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got, err := isContainerd(ctx, conn)
+	if err != nil || got != want {
+		t.Errorf("isContainerd(%s) = %v, %v; want %v", endpoint, got, err, want)
+	}
+}
+
 func waitHealth(t *testing.T, p Probe, want Health, timeout time.Duration) Signal {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -115,5 +143,103 @@ func waitHealth(t *testing.T, p Probe, want Health, timeout time.Duration) Signa
 			t.Fatalf("%s still %v (%s: %s) after %v, want %v", p.Name(), s.Health, s.Reason, s.Message, timeout, want)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// fakeRuntime serves CRI Status and Version; startFakeRuntime adds, for a
+// containerd stand-in, containerd's version service and the gRPC health
+// service as containerd does.
+type fakeRuntime struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+	ready atomic.Bool
+}
+
+func (f *fakeRuntime) Status(context.Context, *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
+	return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
+		{Type: runtimeapi.RuntimeReady, Status: f.ready.Load()},
+		{Type: runtimeapi.NetworkReady, Status: true},
+	}}}, nil
+}
+
+func (f *fakeRuntime) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
+	return &runtimeapi.VersionResponse{RuntimeName: "fake", RuntimeVersion: "1.0"}, nil
+}
+
+// versionServiceDesc stands in for containerd's version service: any reply
+// with a body proves the service is there.
+var versionServiceDesc = grpc.ServiceDesc{
+	ServiceName: "containerd.services.version.v1.Version",
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{{MethodName: "Version",
+		Handler: func(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			if err := dec(&emptypb.Empty{}); err != nil {
+				return nil, err
+			}
+			// A non-empty reply, as containerd's (version, revision).
+			return wrapperspb.String("1.7.0"), nil
+		}}},
+}
+
+func startFakeRuntime(t *testing.T, rt *fakeRuntime, containerd bool) (endpoint string, health *grpchealth.Server) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "nwfake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	socket := filepath.Join(dir, "r.sock")
+	l, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	runtimeapi.RegisterRuntimeServiceServer(srv, rt)
+	if containerd {
+		srv.RegisterService(&versionServiceDesc, struct{}{})
+		health = grpchealth.NewServer()
+		healthpb.RegisterHealthServer(srv, health)
+	}
+	go srv.Serve(l)
+	t.Cleanup(srv.Stop)
+	return "unix://" + socket, health
+}
+
+// TestRuntimeProbeFakeRuntimes: a CRI-only runtime is judged by CRI Status
+// alone; a containerd socket also by its health service.
+func TestRuntimeProbeFakeRuntimes(t *testing.T) {
+	t.Parallel()
+	cfg := func(endpoint string) RuntimeConfig {
+		return RuntimeConfig{Enabled: true, Endpoint: endpoint,
+			Timeout: metav1.Duration{Duration: 2 * time.Second}, PollInterval: metav1.Duration{Duration: time.Second}}
+	}
+
+	crio := &fakeRuntime{}
+	crio.ready.Store(true)
+	endpoint, _ := startFakeRuntime(t, crio, false)
+	assertContainerd(t, endpoint, false)
+	p := NewRuntimeProbe(cfg(endpoint), nil)
+	if s := p.Sample(context.Background()); s.Health != Healthy || s.Reason != "RuntimeReady" {
+		t.Errorf("CRI-only runtime, ready: %v %s (%s), want Healthy RuntimeReady", s.Health, s.Reason, s.Message)
+	}
+	crio.ready.Store(false)
+	if s := p.Sample(context.Background()); s.Health != Unhealthy || s.Reason != "RuntimeNotReady" {
+		t.Errorf("CRI-only runtime, not ready: %v %s (%s), want Unhealthy RuntimeNotReady", s.Health, s.Reason, s.Message)
+	}
+
+	ctrd := &fakeRuntime{}
+	ctrd.ready.Store(true)
+	endpoint, health := startFakeRuntime(t, ctrd, true)
+	assertContainerd(t, endpoint, true)
+	p = NewRuntimeProbe(cfg(endpoint), nil)
+	if s := p.Sample(context.Background()); s.Health != Healthy || s.Reason != "RuntimeReady" {
+		t.Errorf("containerd, serving: %v %s (%s), want Healthy RuntimeReady", s.Health, s.Reason, s.Message)
+	}
+	health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	s := p.Sample(context.Background())
+	if s.Health != Unhealthy || s.Reason != "ContainerdNotServing" {
+		t.Errorf("containerd, not serving: %v %s (%s), want Unhealthy ContainerdNotServing", s.Health, s.Reason, s.Message)
+	}
+	if !strings.Contains(s.Message, "NOT_SERVING") {
+		t.Errorf("containerd, not serving: message %q does not name the status", s.Message)
 	}
 }

@@ -12,12 +12,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -90,16 +90,21 @@ func New(opts Options) *Controller {
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics(nil)
 	}
-	core := informers.NewSharedInformerFactory(opts.Client, 0)
-	leaseFactory := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
-		informers.WithNamespace(v1alpha1.AgentLeaseNamespace))
+	// Plain informers rather than client-go's informer factory, whose
+	// ForResource links the informers and listers of every API group.
+	nodes := cache.NewSharedIndexInformer(
+		cache.NewListWatchFromClient(opts.Client.CoreV1().RESTClient(), "nodes", metav1.NamespaceAll, fields.Everything()),
+		&corev1.Node{}, 0, cache.Indexers{})
+	leases := cache.NewSharedIndexInformer(
+		cache.NewListWatchFromClient(opts.Client.CoordinationV1().RESTClient(), "leases", v1alpha1.AgentLeaseNamespace, fields.Everything()),
+		&coordinationv1.Lease{}, 0, cache.Indexers{})
 	dyn := dynamicinformer.NewFilteredDynamicSharedInformerFactory(opts.Dynamic, 0, metav1.NamespaceAll,
 		func(o *metav1.ListOptions) { o.LabelSelector = opts.PoolLabelSelector })
 	c := &Controller{
 		opts:          opts,
 		queue:         workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
-		nodes:         core.Core().V1().Nodes().Informer(),
-		leases:        leaseFactory.Coordination().V1().Leases().Informer(),
+		nodes:         nodes,
+		leases:        leases,
 		pools:         dyn.ForResource(v1alpha1.UpdatePoolResource()).Informer(),
 		pending:       map[string]string{},
 		statusWritten: map[string]time.Time{},

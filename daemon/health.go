@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -124,19 +123,23 @@ func (h *Health) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	factory := informers.NewSharedInformerFactoryWithOptions(h.client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", h.cfg.NodeName).String()
-		}))
-	informer := factory.Core().V1().Nodes().Informer()
+	// A plain informer rather than client-go's informer factory: the
+	// factory's ForResource links the informers and listers of every API
+	// group into the binary (see docs/benchmarks.md, agent RSS).
+	informer := cache.NewSharedIndexInformer(
+		cache.NewFilteredListWatchFromClient(h.client.CoreV1().RESTClient(), "nodes", metav1.NamespaceAll,
+			func(o *metav1.ListOptions) {
+				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", h.cfg.NodeName).String()
+			}),
+		&corev1.Node{}, 0, cache.Indexers{})
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { h.observeNode(obj) },
 		UpdateFunc: func(_, obj any) { h.observeNode(obj) },
 	}); err != nil {
 		return fmt.Errorf("watch node %s: %w", h.cfg.NodeName, err)
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	// Stopped by cancel and waited for by wg.Wait, both deferred above.
+	wg.Go(func() { informer.RunWithContext(ctx) })
 
 	wg.Go(func() { h.monitor.Run(ctx) })
 	if h.cfg.Config.MetricsAddress != "" {

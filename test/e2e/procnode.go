@@ -57,7 +57,7 @@ func BuildProcBinaries(repoRoot, dir string) (ProcBinaries, error) {
 	}
 	b.DBusDaemon = dbusDaemon
 	b.Nodeward = filepath.Join(dir, "nodeward")
-	build := exec.Command("go", "build", "-o", b.Nodeward, "./cmd/nodeward")
+	build := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", b.Nodeward, "./cmd/nodeward") // as `make build`
 	build.Dir = repoRoot
 	if out, err := build.CombinedOutput(); err != nil {
 		return b, fmt.Errorf("build nodeward: %w: %s", err, out)

@@ -79,7 +79,8 @@ func run(nodeCount, grantCount int) error {
 	log.Printf("created %d nodes and their agent Leases in %s", nodeCount, time.Since(start).Round(time.Millisecond))
 
 	bin := filepath.Join(cp.Dir(), "nodeward")
-	build := exec.Command("go", "build", "-o", bin, "github.com/nodeward/nodeward/cmd/nodeward")
+	// Built as `make build` does (see BUILD_TAGS in the Makefile).
+	build := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", bin, "github.com/nodeward/nodeward/cmd/nodeward")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("build nodeward: %w", err)

@@ -52,7 +52,8 @@ func BenchmarkDrain110Pods(b *testing.B) {
 	cp := env.ControlPlane(b)
 	nodes := cp.CreateNodes(b, cluster.NodeSpec{Prefix: group, Count: 10})
 	bin := filepath.Join(b.TempDir(), "nodeward")
-	build := exec.Command("go", "build", "-o", bin, "../../../cmd/nodeward")
+	// Built as `make build` does (see BUILD_TAGS in the Makefile).
+	build := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", bin, "../../../cmd/nodeward")
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("build nodeward: %v\n%s", err, out)
 	}

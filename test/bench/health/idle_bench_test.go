@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nodeward/nodeward/test/cluster"
 )
 
@@ -23,6 +25,9 @@ import (
 // (NODEWARD_BENCH_IDLE, default 2m): RSS at the end, CPU as a share of one
 // core, and API requests per minute (all, and writes) from the agent's own
 // nodeward_api_requests_total. Run it with -benchtime 1x.
+// NODEWARD_BENCH_BINARY runs a prebuilt binary instead of building this
+// tree; NODEWARD_BENCH_PAGECACHE=warm skips dropping the binary from the
+// page cache before the start (see dropFromPageCache's caller).
 func BenchmarkAgentIdle(b *testing.B) {
 	cp := env.ControlPlane(b)
 	ensureLeaseNamespace(b, cp.Client())
@@ -37,8 +42,27 @@ func BenchmarkAgentIdle(b *testing.B) {
 	}
 	dir := b.TempDir()
 	bin := filepath.Join(dir, "nodeward")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/nodeward/nodeward/cmd/nodeward").CombinedOutput(); err != nil {
+	if prebuilt := os.Getenv("NODEWARD_BENCH_BINARY"); prebuilt != "" {
+		// A binary built elsewhere (another commit, for a before/after).
+		data, err := os.ReadFile(prebuilt)
+		if err != nil {
+			b.Fatalf("NODEWARD_BENCH_BINARY: %v", err)
+		}
+		if err := os.WriteFile(bin, data, 0o755); err != nil {
+			b.Fatal(err)
+		}
+	} else if out, err := exec.Command("go", "build", "-tags", "grpcnotrace", // as `make build`
+		"-o", bin, "github.com/nodeward/nodeward/cmd/nodeward").CombinedOutput(); err != nil {
 		b.Fatalf("build nodeward: %v: %s", err, out)
+	}
+	// The file-backed RSS depends on how the binary's pages came into the
+	// page cache: a file just written is cached in other (larger) chunks
+	// than one read from disk, and a fault maps a whole cached chunk. By
+	// default the binary is dropped from the page cache so that the agent
+	// loads it from disk, as after a node's reboot, which is repeatable;
+	// NODEWARD_BENCH_PAGECACHE=warm keeps the pages of the fresh write.
+	if os.Getenv("NODEWARD_BENCH_PAGECACHE") != "warm" {
+		dropFromPageCache(b, bin)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -88,6 +112,14 @@ func BenchmarkAgentIdle(b *testing.B) {
 	b.ReportMetric(statusMiB(b, agent.Process.Pid, "VmRSS:"), "RSS-MiB")
 	// Anonymous memory (heap, stacks) apart from the mapped binary.
 	b.ReportMetric(statusMiB(b, agent.Process.Pid, "RssAnon:"), "RSS-anon-MiB")
+	b.ReportMetric(statusMiB(b, agent.Process.Pid, "RssFile:"), "RSS-file-MiB")
+	// Which parts of the binary the file-backed pages are (go test -v).
+	if out, err := exec.Command("go", "run", "github.com/nodeward/nodeward/test/bench/health/rssmap",
+		strconv.Itoa(agent.Process.Pid)).CombinedOutput(); err != nil {
+		b.Logf("rssmap: %v: %s", err, out)
+	} else {
+		b.Logf("binary %.1f MB; resident pages of the binary by section:\n%s", fileMB(b, bin), out)
+	}
 	b.ReportMetric(100*(cpu1-cpu0)/elapsed.Seconds(), "CPU-%")
 	b.ReportMetric((reqs1-reqs0)/minutes, "requests/min")
 	b.ReportMetric((writes1-writes0)/minutes, "writes/min")
@@ -123,6 +155,30 @@ func statusMiB(b *testing.B, pid int, field string) float64 {
 	}
 	b.Fatal("no " + field)
 	return 0
+}
+
+// dropFromPageCache writes the file's dirty pages back and asks the kernel
+// to forget its cached pages (this file's only).
+func dropFromPageCache(b *testing.B, path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		b.Fatalf("sync %s: %v", path, err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		b.Fatalf("drop %s from the page cache: %v", path, err)
+	}
+}
+
+func fileMB(b *testing.B, path string) float64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return float64(fi.Size()) / 1e6
 }
 
 // apiRequests sums nodeward_api_requests_total: all methods, and the

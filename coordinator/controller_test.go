@@ -81,7 +81,8 @@ func patchAnnotations(ctx context.Context, cp *cluster.ControlPlane, node string
 }
 
 // simulateAgents plays the agents of nodes carrying label group=prefix: a
-// granted node reports Draining at once, then Done for its grant after a
+// node handed a target reports it staged at once, a granted node reports
+// Draining at once, then Done for its grant after a
 // random delay, so nodes finish in random order.
 func simulateAgents(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, prefix string, maxDelay time.Duration) {
 	w, err := cp.Client().CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: cluster.GroupLabel + "=" + prefix})
@@ -96,6 +97,16 @@ func simulateAgents(ctx context.Context, t *testing.T, cp *cluster.ControlPlane,
 			node, ok := ev.Object.(*corev1.Node)
 			if !ok || ev.Type == watch.Deleted {
 				continue
+			}
+			// A new target is staged at once, as an agent with a fast
+			// download would: only staged nodes are granted.
+			if tgt := node.Annotations[v1alpha1.AnnotationTarget]; tgt != "" && node.Annotations[v1alpha1.AnnotationStaged] != tgt &&
+				!seen["staged/"+node.Name+"/"+tgt] {
+				seen["staged/"+node.Name+"/"+tgt] = true
+				go func(name string) {
+					_ = patchAnnotations(ctx, cp, name, map[string]any{v1alpha1.AnnotationState: v1alpha1.StepStaged,
+						v1alpha1.AnnotationStateTarget: tgt, v1alpha1.AnnotationStaged: tgt})
+				}(node.Name)
 			}
 			grant := node.Annotations[v1alpha1.AnnotationGrant]
 			if grant == "" || seen[grant] {

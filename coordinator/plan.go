@@ -80,6 +80,7 @@ func planPool(pool *v1alpha1.UpdatePool, nodes []nodeView, pending map[string]bo
 	p := &poolPlan{target: target, limit: limit, unavailable: map[string]string{}}
 	busyZones := map[string]bool{}
 	var candidates []nodeView
+	staging := 0 // nodes that need the update but have not staged it yet
 	p.setTarget = targetsToSet(nodes, target, pool.Spec.MaxStaging)
 	for _, n := range nodes {
 		if n.granted() && n.stateGrnt == n.grant && n.stateTgt == target &&
@@ -109,13 +110,22 @@ func planPool(pool *v1alpha1.UpdatePool, nodes []nodeView, pending map[string]bo
 			continue
 		}
 		p.ready++
-		// Only a node handed the target may be granted: it has had the
-		// chance to stage it, and the staging budget holds.
-		if !n.updated(target) && !n.held && target != "" && n.target == target {
-			candidates = append(candidates, n)
+		// Only a node that staged the target is granted: the download
+		// happens outside the slot, and the staging budget holds. A node
+		// that cannot stage would not get further with a slot either; its
+		// agent reports why.
+		if !n.updated(target) && !n.held && target != "" {
+			if n.target == target && n.staged == target {
+				candidates = append(candidates, n)
+			} else {
+				staging++
+			}
 		}
 	}
 	if target == "" || len(candidates) == 0 {
+		if staging > 0 && len(p.unavailable) < limit {
+			p.waiting = fmt.Sprintf("%d nodes still staging the target", staging)
+		}
 		return p, nil
 	}
 	switch open, err := inWindow(pool.Spec.MaintenanceWindows, now); {

@@ -27,7 +27,7 @@ func healthy(n int, zones ...string) []nodeView {
 	out := make([]nodeView, n)
 	for i := range out {
 		out[i] = nodeView{name: fmt.Sprintf("n%02d", i), ready: true, leaseOK: true,
-			created: base.Add(time.Duration(i) * time.Minute), target: "quay.io/os:2"}
+			created: base.Add(time.Duration(i) * time.Minute), target: "quay.io/os:2", staged: "quay.io/os:2"}
 		if len(zones) > 0 {
 			out[i].zone = zones[i%len(zones)]
 		}
@@ -96,18 +96,34 @@ func TestPlanSkipsAdminCordonedHeldSilentAndPaused(t *testing.T) {
 	}
 }
 
-func TestPlanConfinesGrantsToOneZoneAndPrefersStaged(t *testing.T) {
+func TestPlanConfinesGrantsToOneZoneAndGrantsOnlyStaged(t *testing.T) {
 	nodes := healthy(6, "b", "a")
-	nodes[4].staged = "quay.io/os:2" // zone b, staged: first
+	nodes[3].staged = "" // zone a, still downloading: not granted
 	p, _ := planPool(pool(intstr.FromInt32(4)), nodes, nil, now)
 	// No zone busy: zone "a" comes first by name; its nodes are n01 n03 n05.
-	if fmt.Sprint(p.grant) != "[n01 n03 n05]" {
-		t.Fatalf("want zone a only, oldest first, got %v", p.grant)
+	if fmt.Sprint(p.grant) != "[n01 n05]" {
+		t.Fatalf("want zone a only, oldest first, staged only, got %v", p.grant)
 	}
 	nodes[0].grant = "g" // zone b busy now
 	p, _ = planPool(pool(intstr.FromInt32(4)), nodes, nil, now)
-	if fmt.Sprint(p.grant) != "[n04 n02]" {
-		t.Fatalf("zone b busy: want staged n04 first, then n02, got %v", p.grant)
+	if fmt.Sprint(p.grant) != "[n02 n04]" {
+		t.Fatalf("zone b busy: want n02 and n04, got %v", p.grant)
+	}
+}
+
+func TestPlanWaitsForStaging(t *testing.T) {
+	nodes := healthy(3)
+	for i := range nodes {
+		nodes[i].staged = ""
+	}
+	p, _ := planPool(pool(intstr.FromInt32(2)), nodes, nil, now)
+	if len(p.grant) != 0 || p.waiting != "3 nodes still staging the target" {
+		t.Fatalf("nothing staged: grant %v waiting %q; want no grant, waiting for 3 nodes to stage", p.grant, p.waiting)
+	}
+	nodes[2].staged = "quay.io/os:2"
+	p, _ = planPool(pool(intstr.FromInt32(2)), nodes, nil, now)
+	if fmt.Sprint(p.grant) != "[n02]" {
+		t.Fatalf("n02 staged: grant %v, want [n02]", p.grant)
 	}
 }
 
@@ -199,7 +215,7 @@ func TestPlanStagingBudget(t *testing.T) {
 	two := func(s *v1alpha1.UpdatePoolSpec) { s.MaxStaging = ptrInt32(2) }
 	nodes := healthy(6)
 	for i := range nodes {
-		nodes[i].target = "quay.io/os:1"
+		nodes[i].target, nodes[i].staged = "quay.io/os:1", ""
 	}
 	p, _ := planPool(pool(intstr.FromInt32(1), two, func(s *v1alpha1.UpdatePoolSpec) { s.Paused = true }), nodes, nil, now)
 	if fmt.Sprint(p.setTarget) != "[n00 n01]" {
@@ -216,18 +232,22 @@ func TestPlanStagingBudget(t *testing.T) {
 	if fmt.Sprint(p.setTarget) != "[n02 n03]" {
 		t.Fatalf("after n00 staged and n01 went silent: setTarget %v, want [n02 n03]", p.setTarget)
 	}
-	// Unpaused, maxUnavailable 3: only nodes handed the target may be
-	// granted, the staged one first; the budget is never exceeded by a grant.
+	// Unpaused, maxUnavailable 3: only the node that staged is granted;
+	// the budget is never exceeded by a grant.
 	nodes[2].target, nodes[3].target = target, target
 	nodes[1].leaseOK = true
 	p, _ = planPool(pool(intstr.FromInt32(3), two), nodes, nil, now)
-	if fmt.Sprint(p.grant) != "[n00 n01 n02]" || len(p.setTarget) != 0 {
-		t.Fatalf("grant %v setTarget %v; want [n00 n01 n02] (staged first) and no new target", p.grant, p.setTarget)
+	if fmt.Sprint(p.grant) != "[n00]" || len(p.setTarget) != 0 {
+		t.Fatalf("grant %v setTarget %v; want [n00] (the staged one) and no new target", p.grant, p.setTarget)
 	}
 	// No budget: every stale node at once.
-	p, _ = planPool(pool(intstr.FromInt32(1), func(s *v1alpha1.UpdatePoolSpec) { s.Paused = true }), healthy(3), nil, now)
-	if len(p.setTarget) != 0 {
-		t.Fatalf("nodes already on the target: setTarget %v", p.setTarget)
+	stale := healthy(3)
+	for i := range stale {
+		stale[i].target, stale[i].staged = "quay.io/os:1", ""
+	}
+	p, _ = planPool(pool(intstr.FromInt32(1), func(s *v1alpha1.UpdatePoolSpec) { s.Paused = true }), stale, nil, now)
+	if fmt.Sprint(p.setTarget) != "[n00 n01 n02]" {
+		t.Fatalf("no budget: setTarget %v, want every node", p.setTarget)
 	}
 }
 

@@ -112,6 +112,9 @@ func run(nodeCount, grantCount int) error {
 	return nil
 }
 
+// benchTarget is the pool's OS image in the benchmark.
+const benchTarget = "quay.io/fedora/fedora-coreos:bench"
+
 func createNodes(ctx context.Context, client kubernetes.Interface, n int) ([]string, error) {
 	names := make([]string, n)
 	errs := make(chan error, n)
@@ -127,7 +130,10 @@ func createNodes(ctx context.Context, client kubernetes.Interface, n int) ([]str
 				names[i] = name
 				node := &corev1.Node{
 					ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-						cluster.GroupLabel: "bench", cluster.ZoneLabel: fmt.Sprintf("zone-%d", i%10)}},
+						cluster.GroupLabel: "bench", cluster.ZoneLabel: fmt.Sprintf("zone-%d", i%10)},
+						// Pre-staged, as agents report before any grant: only
+						// staged nodes are granted.
+						Annotations: map[string]string{v1alpha1.AnnotationTarget: benchTarget, v1alpha1.AnnotationStaged: benchTarget}},
 					Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity, Conditions: []corev1.NodeCondition{{
 						Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "Bench",
 						LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}},
@@ -170,7 +176,7 @@ func measure(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inter
 	defer w.Stop()
 	pool := &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: v1alpha1.UpdatePoolSpec{
 		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: "bench"}},
-		OSImage:      "quay.io/fedora/fedora-coreos:bench", MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+		OSImage:      benchTarget, MaxUnavailable: ptr.To(intstr.FromInt32(1)),
 	}}
 	if err := e2e.CreatePool(ctx, dyn, pool); err != nil {
 		return nil, 0, err

@@ -63,19 +63,31 @@ func (n *TestNetns) IP(args ...string) {
 // In runs an ip command inside the namespace.
 func (n *TestNetns) In(args ...string) { n.IP(append([]string{"-n", n.Name}, args...)...) }
 
+// watchNetwork runs an IPv4 network probe in ns under a monitor (one bad
+// sample, relist an hour away, so only events can move it) until the test
+// ends; tune adjusts the probe before it starts.
+func watchNetwork(t *testing.T, ns *TestNetns, tune func(*NetworkProbe)) (*NetworkProbe, *Monitor) {
+	t.Helper()
+	cfg := NetworkConfig{Enabled: true, Family: "ipv4", RelistInterval: metav1.Duration{Duration: time.Hour}}
+	probe := NewNetworkProbe(cfg, nil, InNetworkNamespace(ns.Handle))
+	if tune != nil {
+		tune(probe)
+	}
+	mon := NewMonitor([]Probe{probe}, HysteresisConfig{BadSamples: 1}, nil, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { mon.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; probe.Close() })
+	return probe, mon
+}
+
 // TestNetworkProbeFollowsNetlinkEvents: link down, carrier lost, route
 // deleted and address removed each make the network unavailable, and the
 // probe notices through events alone (the relist is an hour away).
 func TestNetworkProbeFollowsNetlinkEvents(t *testing.T) {
 	t.Parallel()
 	ns := NewTestNetns(t)
-	cfg := NetworkConfig{Enabled: true, Family: "ipv4", RelistInterval: metav1.Duration{Duration: time.Hour}}
-	probe := NewNetworkProbe(cfg, nil, InNetworkNamespace(ns.Handle))
-	defer probe.Close()
-	mon := NewMonitor([]Probe{probe}, HysteresisConfig{BadSamples: 1}, nil, slog.New(slog.DiscardHandler))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go mon.Run(ctx)
+	_, mon := watchNetwork(t, ns, nil)
 	status := func() corev1.ConditionStatus { return mon.Conditions()[0].Status }
 	reason := func() string { return mon.Conditions()[0].Reason }
 
@@ -142,14 +154,9 @@ func TestNetworkProbeInterfaceAndFamily(t *testing.T) {
 func TestNetworkProbeResubscribesAfterOverflow(t *testing.T) {
 	t.Parallel()
 	ns := NewTestNetns(t)
-	cfg := NetworkConfig{Enabled: true, Family: "ipv4", RelistInterval: metav1.Duration{Duration: time.Hour}}
-	probe := NewNetworkProbe(cfg, nil, InNetworkNamespace(ns.Handle))
-	probe.initialBuffer = 1 // the kernel raises it to its minimum
-	defer probe.Close()
-	mon := NewMonitor([]Probe{probe}, HysteresisConfig{BadSamples: 1}, nil, slog.New(slog.DiscardHandler))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go mon.Run(ctx)
+	probe, mon := watchNetwork(t, ns, func(p *NetworkProbe) {
+		p.initialBuffer = 1 // the kernel raises it to its minimum
+	})
 	status := func() corev1.ConditionStatus { return mon.Conditions()[0].Status }
 	waitStatus(t, 5*time.Second, status, corev1.ConditionFalse)
 

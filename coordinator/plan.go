@@ -173,17 +173,10 @@ func targetsToSet(nodes []nodeView, target string, maxStaging *int32) []string {
 	// The order pickGrants grants in (zone, then queue position), so that
 	// the first nodes to stage are the first to be granted.
 	sort.Slice(stale, func(i, j int) bool {
-		a, b := stale[i], stale[j]
-		if a.zone != b.zone {
+		if a, b := stale[i], stale[j]; a.zone != b.zone {
 			return a.zone < b.zone
 		}
-		if !a.yieldedAt.Equal(b.yieldedAt) {
-			return a.yieldedAt.Before(b.yieldedAt)
-		}
-		if !a.created.Equal(b.created) {
-			return a.created.Before(b.created)
-		}
-		return a.name < b.name
+		return queuedBefore(stale[i], stale[j])
 	})
 	out := make([]string, 0, min(max(budget, 0), len(stale)))
 	for _, n := range stale[:min(max(budget, 0), len(stale))] {
@@ -192,10 +185,9 @@ func targetsToSet(nodes []nodeView, target string, maxStaging *int32) []string {
 	return out
 }
 
-// pickGrants orders candidates — staged first, then nodes that never
-// yielded before those that did, then oldest — and confines concurrent
-// updates to one zone: the zone already updating, else the first zone in
-// name order that has a candidate.
+// pickGrants orders candidates (all of them staged) by queue position and
+// confines concurrent updates to one zone: the zone already updating, else
+// the first zone in name order that has a candidate.
 func pickGrants(candidates []nodeView, busyZones map[string]bool, free int) []string {
 	zone, found := "", false
 	if len(busyZones) > 0 {
@@ -218,22 +210,22 @@ func pickGrants(candidates []nodeView, busyZones map[string]bool, free int) []st
 			inZone = append(inZone, c)
 		}
 	}
-	sort.Slice(inZone, func(i, j int) bool {
-		a, b := inZone[i], inZone[j]
-		if as, bs := a.staged == a.target && a.target != "", b.staged == b.target && b.target != ""; as != bs {
-			return as
-		}
-		if !a.yieldedAt.Equal(b.yieldedAt) {
-			return a.yieldedAt.Before(b.yieldedAt)
-		}
-		if !a.created.Equal(b.created) {
-			return a.created.Before(b.created)
-		}
-		return a.name < b.name
-	})
+	sort.Slice(inZone, func(i, j int) bool { return queuedBefore(inZone[i], inZone[j]) })
 	out := make([]string, 0, min(free, len(inZone)))
 	for _, c := range inZone[:min(free, len(inZone))] {
 		out = append(out, c.name)
 	}
 	return out
+}
+
+// queuedBefore is the grant queue: nodes that never yielded (or yielded
+// longest ago) first, then the oldest, then by name.
+func queuedBefore(a, b nodeView) bool {
+	if !a.yieldedAt.Equal(b.yieldedAt) {
+		return a.yieldedAt.Before(b.yieldedAt)
+	}
+	if !a.created.Equal(b.created) {
+		return a.created.Before(b.created)
+	}
+	return a.name < b.name
 }

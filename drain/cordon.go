@@ -95,8 +95,7 @@ func (d *Drainer) Uncordon(ctx context.Context, force bool) (UncordonResult, err
 	}
 	// A yielded drain's blocking report stays: it says why the node gave
 	// its slot back. Otherwise the node no longer counts as drained.
-	if result == Uncordoned && !d.drainedIs(ctx, corev1.ConditionFalse, "DrainBlocked") &&
-		!d.drainedIs(ctx, corev1.ConditionFalse, "DrainRefused") {
+	if result == Uncordoned && !d.drainedIs(ctx, corev1.ConditionFalse, "DrainBlocked", "DrainRefused") {
 		d.setDrained(ctx, corev1.ConditionFalse, "Uncordoned", "schedulable again after nodeward's drain")
 	}
 	return result, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -146,15 +147,15 @@ func (d *Drainer) setDrained(ctx context.Context, status corev1.ConditionStatus,
 }
 
 // drainedIs reports whether the node's Drained condition has status and
-// reason now.
-func (d *Drainer) drainedIs(ctx context.Context, status corev1.ConditionStatus, reason string) bool {
+// one of reasons now (one read of the node).
+func (d *Drainer) drainedIs(ctx context.Context, status corev1.ConditionStatus, reasons ...string) bool {
 	n, err := d.client.CoreV1().Nodes().Get(ctx, d.node, metav1.GetOptions{})
 	if err != nil {
 		return false
 	}
 	for _, c := range n.Status.Conditions {
 		if c.Type == ConditionDrained {
-			return c.Status == status && c.Reason == reason
+			return c.Status == status && slices.Contains(reasons, c.Reason)
 		}
 	}
 	return false

@@ -151,14 +151,13 @@ func run(ctx context.Context, o options) (err error) {
 	fmt.Printf("UpdatePool %q: rolling out %s with maxUnavailable %d (download %s, reboot %s)\n\n",
 		group, e2e.ProcTarget, o.maxUnavailable, o.download, o.reboot)
 	start := time.Now()
-	coord := exec.Command(bin.Nodeward, "coordinator", "--kubeconfig", cp.KubeconfigPath(), "--metrics-address", "", "--resync", "1s")
+	coord := bin.Coordinator(cp.KubeconfigPath())
 	coordLog, err := os.Create(filepath.Join(work, "coordinator.log"))
 	if err != nil {
 		return err
 	}
 	defer coordLog.Close()
 	coord.Stdout, coord.Stderr = coordLog, coordLog
-	coord.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := coord.Start(); err != nil {
 		return fmt.Errorf("start coordinator: %w", err)
 	}

@@ -66,6 +66,24 @@ func runCoordinatorFor(t *testing.T, cp *cluster.ControlPlane, dyn dynamic.Inter
 	return stop
 }
 
+// createPool creates the UpdatePool of this pool's nodes (group label =
+// prefix) with spec, labelled poolLabel=prefix so that only this test's
+// coordinator manages it, and deletes it when the test ends.
+func (p *pool) createPool(dyn dynamic.Interface, spec v1alpha1.UpdatePoolSpec) {
+	p.t.Helper()
+	spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: p.prefix}}
+	pool := &v1alpha1.UpdatePool{
+		ObjectMeta: metav1.ObjectMeta{Name: p.prefix, Labels: map[string]string{poolLabel: p.prefix}},
+		Spec:       spec,
+	}
+	if err := CreatePool(context.Background(), dyn, pool); err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(func() {
+		_ = dyn.Resource(v1alpha1.UpdatePoolResource()).Delete(context.Background(), p.prefix, metav1.DeleteOptions{})
+	})
+}
+
 // poolLabel tells the pools of the package's tests apart, so that each
 // test's coordinator manages only its own.
 const poolLabel = "nodeward.test/pool"
@@ -83,20 +101,7 @@ func TestRolloutWithCoordinator(t *testing.T) {
 	}
 	ns := p.cp.Namespace(t)
 	p.workload(ns, "web", 10)
-	pool := &v1alpha1.UpdatePool{
-		ObjectMeta: metav1.ObjectMeta{Name: "coord", Labels: map[string]string{poolLabel: "coord"}},
-		Spec: v1alpha1.UpdatePoolSpec{
-			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: "coord"}},
-			OSImage:        toOS,
-			MaxUnavailable: ptr.To(intstr.FromInt32(3)),
-		},
-	}
-	if err := CreatePool(context.Background(), dyn, pool); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = dyn.Resource(v1alpha1.UpdatePoolResource()).Delete(context.Background(), "coord", metav1.DeleteOptions{})
-	})
+	p.createPool(dyn, v1alpha1.UpdatePoolSpec{OSImage: toOS, MaxUnavailable: ptr.To(intstr.FromInt32(3))})
 	p.startAgents()
 	stop := runCoordinator(t, p.cp, dyn)
 	// Kill the coordinator once the first nodes are done, restart it.
@@ -105,9 +110,7 @@ func TestRolloutWithCoordinator(t *testing.T) {
 	})
 	stop()
 	runCoordinator(t, p.cp, dyn)
-	for _, name := range p.names {
-		p.waitStep(name, daemon.StepDone, 3*time.Minute)
-	}
+	p.waitAllDone(3 * time.Minute)
 	for _, name := range p.names {
 		p.assertUpdated(name)
 	}
@@ -151,23 +154,11 @@ func TestStagingBudgetWithCoordinator(t *testing.T) {
 	if err := CreateAgentLeases(context.Background(), p.cp.Client(), p.names); err != nil {
 		t.Fatal(err)
 	}
-	pool := &v1alpha1.UpdatePool{
-		ObjectMeta: metav1.ObjectMeta{Name: "stagebudget", Labels: map[string]string{poolLabel: "stagebudget"}},
-		Spec: v1alpha1.UpdatePoolSpec{
-			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: "stagebudget"}},
-			OSImage:        toOS,
-			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			MaxStaging:     ptr.To[int32](2),
-		},
-	}
-	if err := CreatePool(context.Background(), dyn, pool); err != nil {
-		t.Fatal(err)
-	}
+	p.createPool(dyn, v1alpha1.UpdatePoolSpec{OSImage: toOS, MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+		MaxStaging: ptr.To[int32](2)})
 	p.startAgents()
 	runCoordinatorFor(t, p.cp, dyn, "stagebudget")
-	for _, name := range p.names {
-		p.waitStep(name, daemon.StepDone, 3*time.Minute)
-	}
+	p.waitAllDone(3 * time.Minute)
 	for _, name := range p.names {
 		p.assertUpdated(name)
 	}
@@ -194,18 +185,8 @@ func TestForceOnDrainTimeoutWithCoordinator(t *testing.T) {
 	if err := CreateAgentLeases(context.Background(), p.cp.Client(), p.names); err != nil {
 		t.Fatal(err)
 	}
-	pool := &v1alpha1.UpdatePool{
-		ObjectMeta: metav1.ObjectMeta{Name: "force", Labels: map[string]string{poolLabel: "force"}},
-		Spec: v1alpha1.UpdatePoolSpec{
-			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: "force"}},
-			OSImage:        toOS,
-			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			Drain:          &v1alpha1.DrainSpec{Timeout: "5s", OnTimeout: "Force"},
-		},
-	}
-	if err := CreatePool(context.Background(), dyn, pool); err != nil {
-		t.Fatal(err)
-	}
+	p.createPool(dyn, v1alpha1.UpdatePoolSpec{OSImage: toOS, MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+		Drain: &v1alpha1.DrainSpec{Timeout: "5s", OnTimeout: "Force"}})
 	before, err := p.cp.Client().CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=pinned"})
 	if err != nil || len(before.Items) != 1 {
 		t.Fatalf("pinned pods before the update: %v, %v", before, err)

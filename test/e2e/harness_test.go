@@ -168,6 +168,14 @@ func (p *pool) waitStep(name string, step daemon.Step, timeout time.Duration) {
 	})
 }
 
+// waitAllDone waits until every node of the pool reports Done.
+func (p *pool) waitAllDone(timeout time.Duration) {
+	p.t.Helper()
+	for _, name := range p.names {
+		p.waitStep(name, daemon.StepDone, timeout)
+	}
+}
+
 // waitReason waits until node reports a reason containing text: the agent
 // has looked at the node and is holding for that reason.
 func (p *pool) waitReason(name, text string) {

@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
@@ -213,14 +212,7 @@ func TestProcessRolloutSurvivesCoordinatorKill(t *testing.T) {
 	t.Parallel()
 	const maxUnavailable = 2
 	p := newProcPool(t, "pcoord", 4, maxUnavailable)
-	ctx := context.Background()
-	dyn, err := dynamic.NewForConfig(p.cp.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := InstallPoolAPI(ctx, p.cp.Client(), dyn, "../../manifests/crds/nodeward.io_updatepools.yaml"); err != nil {
-		t.Fatal(err)
-	}
+	dyn := installPoolAPI(t, p.cp)
 	p.startAgents()
 	cluster.WaitFor(t, time.Minute, "every agent to renew its Lease", func(ctx context.Context) (bool, error) {
 		for _, name := range p.names {
@@ -233,14 +225,12 @@ func TestProcessRolloutSurvivesCoordinatorKill(t *testing.T) {
 	bin, _ := procBinaries()
 	leaderNS := p.cp.Namespace(t)
 	coordinator := func() *exec.Cmd {
-		cmd := exec.Command(bin.Nodeward, "coordinator", "--kubeconfig", p.cp.KubeconfigPath(),
-			"--metrics-address", "", "--pool-selector", poolLabel+"=pcoord", "--resync", "1s",
+		cmd := bin.Coordinator(p.cp.KubeconfigPath(), "--pool-selector", poolLabel+"=pcoord",
 			"--leader-election-namespace", leaderNS, "--leader-lease-duration", "6s")
 		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 		if testing.Verbose() {
 			cmd.Stderr = os.Stderr
 		}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -248,17 +238,7 @@ func TestProcessRolloutSurvivesCoordinatorKill(t *testing.T) {
 		return cmd
 	}
 	first := coordinator()
-	pool := &v1alpha1.UpdatePool{
-		ObjectMeta: metav1.ObjectMeta{Name: "pcoord", Labels: map[string]string{poolLabel: "pcoord"}},
-		Spec: v1alpha1.UpdatePoolSpec{
-			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: "pcoord"}},
-			OSImage:        ProcTarget,
-			MaxUnavailable: ptr.To(intstr.FromInt(maxUnavailable)),
-		},
-	}
-	if err := CreatePool(ctx, dyn, pool); err != nil {
-		t.Fatal(err)
-	}
+	p.createPool(dyn, v1alpha1.UpdatePoolSpec{OSImage: ProcTarget, MaxUnavailable: ptr.To(intstr.FromInt(maxUnavailable))})
 	cluster.WaitFor(t, 2*time.Minute, "a node to hold a slot", func(ctx context.Context) (bool, error) {
 		for _, name := range p.names {
 			n, err := p.node(ctx, name)
@@ -276,9 +256,7 @@ func TestProcessRolloutSurvivesCoordinatorKill(t *testing.T) {
 	}
 	_ = first.Wait()
 	coordinator()
-	for _, name := range p.names {
-		p.waitStep(name, daemon.StepDone, 3*time.Minute)
-	}
+	p.waitAllDone(3 * time.Minute)
 	for _, name := range p.names {
 		p.assertUpdated(name)
 	}

@@ -68,6 +68,16 @@ func BuildProcBinaries(repoRoot, dir string) (ProcBinaries, error) {
 	return b, nil
 }
 
+// Coordinator returns a `nodeward coordinator` command against kubeconfig
+// (metrics off, re-plan every second, plus extra flags) that the kernel
+// kills if its harness dies; the caller starts and stops it.
+func (b ProcBinaries) Coordinator(kubeconfig string, extra ...string) *exec.Cmd {
+	cmd := exec.Command(b.Nodeward, append([]string{"coordinator", "--kubeconfig", kubeconfig,
+		"--metrics-address", "", "--resync", "1s"}, extra...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return cmd
+}
+
 // ProcNode is one simulated node whose agent is a real `nodeward agent`
 // process. Its host is the rpm-ostree double (state, boot ID and kernel
 // command line in files) and a fake logind on a private D-Bus. A reboot

@@ -41,9 +41,7 @@ func TestRolloutTenNodes(t *testing.T) {
 	}
 	p.startAgents()
 	p.grant(toOS, 3, 0)
-	for _, name := range p.names {
-		p.waitStep(name, daemon.StepDone, 3*time.Minute)
-	}
+	p.waitAllDone(3 * time.Minute)
 	for _, name := range p.names {
 		p.assertUpdated(name)
 		if steps := p.steps(name); !slices.Contains(steps, daemon.StepStaged) || !slices.Contains(steps, daemon.StepDraining) {

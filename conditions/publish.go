@@ -11,15 +11,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/nodeward/nodeward/api/kube"
 )
 
 // Publisher writes nodeward's conditions and taints on one Node. It only
 // ever writes its own condition types (a strategic merge by type leaves the
 // kubelet's conditions alone) and only the taints its TaintTable owns.
 type Publisher struct {
-	client  kubernetes.Interface
+	client  *kube.Client
 	node    string
 	table   TaintTable
 	guard   DisruptionGuard
@@ -31,7 +32,7 @@ type Publisher struct {
 }
 
 // NewPublisher writes to node. guard may be nil: NoExecute is then refused.
-func NewPublisher(client kubernetes.Interface, node string, table TaintTable, guard DisruptionGuard, m *Metrics, log *slog.Logger) *Publisher {
+func NewPublisher(client *kube.Client, node string, table TaintTable, guard DisruptionGuard, m *Metrics, log *slog.Logger) *Publisher {
 	return &Publisher{client: client, node: node, table: table, guard: guard, metrics: orDiscard(m), log: log,
 		withheld: map[string]bool{}}
 }
@@ -72,7 +73,7 @@ func (p *Publisher) WriteConditions(ctx context.Context, node *corev1.Node, cond
 	if err != nil {
 		return nil, fmt.Errorf("encode condition patch: %w", err)
 	}
-	updated, err := p.client.CoreV1().Nodes().PatchStatus(ctx, p.node, data)
+	updated, err := p.client.PatchNodeStatus(ctx, p.node, data)
 	if err != nil {
 		return nil, fmt.Errorf("patch conditions of node %s: %w", p.node, err)
 	}
@@ -122,7 +123,7 @@ func (p *Publisher) WriteTaints(ctx context.Context, node *corev1.Node, conds []
 	current := node
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if current == nil {
-			fresh, err := p.client.CoreV1().Nodes().Get(ctx, p.node, metav1.GetOptions{})
+			fresh, err := p.client.Nodes().Get(ctx, p.node, metav1.GetOptions{})
 			if err != nil {
 				return fmt.Errorf("read node %s: %w", p.node, err)
 			}
@@ -139,7 +140,7 @@ func (p *Publisher) WriteTaints(ctx context.Context, node *corev1.Node, conds []
 		if err != nil {
 			return fmt.Errorf("encode taint patch: %w", err)
 		}
-		updated, err := p.client.CoreV1().Nodes().Patch(ctx, p.node, types.MergePatchType, data, metav1.PatchOptions{})
+		updated, err := p.client.Nodes().Patch(ctx, p.node, types.MergePatchType, data, metav1.PatchOptions{})
 		if err != nil {
 			current = nil // read again before the next attempt
 			return err

@@ -16,20 +16,19 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/kubernetes"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/api/v1alpha1"
 )
 
 // Options configure a Controller.
 type Options struct {
-	Client  kubernetes.Interface
+	Client  *kube.Client
 	Dynamic dynamic.Interface
 	Log     *slog.Logger
 	// Now is the clock; time.Now when nil (tests inject one for
@@ -93,24 +92,35 @@ func New(opts Options) *Controller {
 	// Plain informers rather than client-go's informer factory, whose
 	// ForResource links the informers and listers of every API group.
 	nodes := cache.NewSharedIndexInformer(
-		cache.NewListWatchFromClient(opts.Client.CoreV1().RESTClient(), "nodes", metav1.NamespaceAll, fields.Everything()),
+		cache.NewListWatchFromClient(opts.Client.CoreREST(), "nodes", metav1.NamespaceAll, fields.Everything()),
 		&corev1.Node{}, 0, cache.Indexers{})
 	leases := cache.NewSharedIndexInformer(
-		cache.NewListWatchFromClient(opts.Client.CoordinationV1().RESTClient(), "leases", v1alpha1.AgentLeaseNamespace, fields.Everything()),
+		cache.NewListWatchFromClient(opts.Client.CoordinationREST(), "leases", v1alpha1.AgentLeaseNamespace, fields.Everything()),
 		&coordinationv1.Lease{}, 0, cache.Indexers{})
-	dyn := dynamicinformer.NewFilteredDynamicSharedInformerFactory(opts.Dynamic, 0, metav1.NamespaceAll,
-		func(o *metav1.ListOptions) { o.LabelSelector = opts.PoolLabelSelector })
+	// The pools' informer is a plain one on the dynamic client too: the
+	// dynamic informer factory imports the typed informers of every group.
+	poolAPI := opts.Dynamic.Resource(v1alpha1.UpdatePoolResource())
+	pools := cache.NewSharedIndexInformer(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = opts.PoolLabelSelector
+			return poolAPI.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = opts.PoolLabelSelector
+			return poolAPI.Watch(ctx, o)
+		},
+	}, &unstructured.Unstructured{}, 0, cache.Indexers{})
 	c := &Controller{
 		opts:          opts,
 		queue:         workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
 		nodes:         nodes,
 		leases:        leases,
-		pools:         dyn.ForResource(v1alpha1.UpdatePoolResource()).Informer(),
+		pools:         pools,
 		pending:       map[string]string{},
 		statusWritten: map[string]time.Time{},
 	}
 	broadcaster := record.NewBroadcaster()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: opts.Client.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(opts.Client.EventSink(context.Background()))
 	c.events = broadcaster.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: "nodeward-coordinator"})
 	c.stopEvents = broadcaster.Shutdown
 	enqueueAll := func(any) { c.enqueuePools() }
@@ -433,12 +443,12 @@ func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan 
 	return nil
 }
 
-func patchNodeAnnotations(ctx context.Context, client kubernetes.Interface, node string, set map[string]*string) error {
+func patchNodeAnnotations(ctx context.Context, client *kube.Client, node string, set map[string]*string) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": set}})
 	if err != nil {
 		return fmt.Errorf("encode annotations for node %s: %w", node, err)
 	}
-	if _, err := client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := client.Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("patch annotations of node %s: %w", node, err)
 	}
 	return nil
@@ -447,7 +457,7 @@ func patchNodeAnnotations(ctx context.Context, client kubernetes.Interface, node
 // markHealthUnknown sets the nodeward health conditions of a node whose
 // agent went silent to Unknown, as the node lifecycle controller does for a
 // silent kubelet, so stale health never looks fresh.
-func markHealthUnknown(ctx context.Context, client kubernetes.Interface, node *corev1.Node, now time.Time) (bool, error) {
+func markHealthUnknown(ctx context.Context, client *kube.Client, node *corev1.Node, now time.Time) (bool, error) {
 	var conds []corev1.NodeCondition
 	for _, cond := range node.Status.Conditions {
 		if v1alpha1.IsHealthCondition(cond.Type) && cond.Status != corev1.ConditionUnknown {
@@ -466,7 +476,7 @@ func markHealthUnknown(ctx context.Context, client kubernetes.Interface, node *c
 	if err != nil {
 		return false, err
 	}
-	if _, err := client.CoreV1().Nodes().PatchStatus(ctx, node.Name, patch); err != nil {
+	if _, err := client.PatchNodeStatus(ctx, node.Name, patch); err != nil {
 		return false, fmt.Errorf("mark health Unknown on silent node %s: %w", node.Name, err)
 	}
 	return true, nil

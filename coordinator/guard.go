@@ -136,7 +136,7 @@ func (c *Controller) publishGuard(ctx context.Context, now time.Time) error {
 	for _, obj := range c.nodes.GetStore().List() {
 		nodes = append(nodes, obj.(*corev1.Node))
 	}
-	cms := c.opts.Client.CoreV1().ConfigMaps(v1alpha1.AgentLeaseNamespace)
+	cms := c.opts.Client.ConfigMaps(v1alpha1.AgentLeaseNamespace)
 	current, err := cms.Get(ctx, v1alpha1.GuardConfigMapName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		current = nil

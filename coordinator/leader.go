@@ -2,11 +2,16 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodeward/nodeward/api/kube"
 )
 
 // LeaderLeaseName is the coordination.k8s.io Lease the coordinators elect
@@ -25,45 +30,189 @@ type LeaderOptions struct {
 // RunWithLeaderElection runs a fresh Controller each time this replica
 // becomes leader and stops it when leadership is lost. A new leader builds
 // its caches from a fresh list, so it sees every grant its predecessor
-// wrote before it grants anything.
+// wrote before it grants anything. It returns when leadership is lost (nil)
+// or ctx ends (ctx's error).
+//
+// The election follows client-go's leaderelection on a Lease, which
+// nodeward cannot import: its resource lock links client-go's scheme of
+// every API group (see package kube). The rules are the same: a Lease held
+// by someone else is taken over only after LeaseDuration has passed on this
+// replica's clock since the Lease last changed, so clock skew between
+// replicas does not matter; every write carries the resourceVersion it was
+// based on, so of two contenders exactly one wins; a leader that cannot
+// renew within RenewDeadline stops leading, well before the others may
+// take over; and a leader that shuts down releases the Lease.
 func RunWithLeaderElection(ctx context.Context, opts Options, le LeaderOptions) error {
 	if le.LeaseDuration == 0 {
 		le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = 15*time.Second, 10*time.Second, 2*time.Second
 	}
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, le.Namespace, LeaderLeaseName,
-		opts.Client.CoreV1(), opts.Client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: le.Identity})
-	if err != nil {
-		return fmt.Errorf("leader lock: %w", err)
+	if le.RenewDeadline >= le.LeaseDuration || le.RetryPeriod <= 0 || le.RetryPeriod >= le.RenewDeadline {
+		return fmt.Errorf("leader election: need 0 < retry period (%v) < renew deadline (%v) < lease duration (%v)",
+			le.RetryPeriod, le.RenewDeadline, le.LeaseDuration)
+	}
+	e := &elector{opts: le, leases: opts.Client.Leases(le.Namespace)}
+	if !e.acquire(ctx) {
+		return ctx.Err()
 	}
 	log := opts.Log
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:          lock,
-		LeaseDuration: le.LeaseDuration,
-		RenewDeadline: le.RenewDeadline,
-		RetryPeriod:   le.RetryPeriod,
-		// Releasing on shutdown lets the other replica take over at once
-		// instead of after a whole lease duration.
-		ReleaseOnCancel: true,
-		Name:            LeaderLeaseName,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				if log != nil {
-					log.Info("became leader", "identity", le.Identity)
-				}
-				if err := New(opts).Run(ctx); err != nil && log != nil {
-					log.Error("coordinator stopped", "err", err)
-				}
-			},
-			OnStoppedLeading: func() {
-				if log != nil {
-					log.Info("leadership lost", "identity", le.Identity)
-				}
-			},
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("leader election: %w", err)
+	if log != nil {
+		log.Info("became leader", "identity", le.Identity)
 	}
-	elector.Run(ctx)
+	leading, stopLeading := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := New(opts).Run(leading); err != nil && log != nil {
+			log.Error("coordinator stopped", "err", err)
+		}
+	}()
+	e.renew(ctx)
+	stopLeading()
+	<-done
+	if log != nil {
+		log.Info("leadership lost", "identity", le.Identity)
+	}
+	if ctx.Err() != nil {
+		// Releasing on shutdown lets the other replica take over at once
+		// instead of after a whole lease duration. The controller has
+		// stopped, so nothing of ours writes after the release.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), le.RetryPeriod)
+		defer cancel()
+		if err := e.release(rctx); err != nil && log != nil {
+			log.Error("release leader Lease", "err", err)
+		}
+	}
 	return ctx.Err()
+}
+
+// elector is one replica's view of the leader Lease.
+type elector struct {
+	opts   LeaderOptions
+	leases *kube.LeaseClient
+	// observed is the Lease as last read or written, and observedAt when
+	// this replica saw it change: expiry is judged on the local clock.
+	observed   *coordinationv1.Lease
+	observedAt time.Time
+}
+
+// acquire tries every RetryPeriod until this replica holds the Lease or
+// ctx ends.
+func (e *elector) acquire(ctx context.Context) bool {
+	t := time.NewTicker(e.opts.RetryPeriod)
+	defer t.Stop()
+	for {
+		if e.tryAcquireOrRenew(ctx) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// renew keeps the Lease until a renewal has failed for RenewDeadline or
+// ctx ends.
+func (e *elector) renew(ctx context.Context) {
+	t := time.NewTicker(e.opts.RetryPeriod)
+	defer t.Stop()
+	lastRenew := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		attempt, cancel := context.WithDeadline(ctx, lastRenew.Add(e.opts.RenewDeadline))
+		ok := e.tryAcquireOrRenew(attempt)
+		cancel()
+		switch {
+		case ok:
+			lastRenew = time.Now()
+		case time.Since(lastRenew) >= e.opts.RenewDeadline || ctx.Err() != nil:
+			return
+		}
+	}
+}
+
+// tryAcquireOrRenew creates, takes over or renews the Lease; false when
+// someone else holds it or the write lost a race.
+func (e *elector) tryAcquireOrRenew(ctx context.Context) bool {
+	now := metav1.NewMicroTime(time.Now())
+	spec := coordinationv1.LeaseSpec{
+		HolderIdentity:       ptr.To(e.opts.Identity),
+		LeaseDurationSeconds: ptr.To(int32(e.opts.LeaseDuration / time.Second)),
+		AcquireTime:          &now,
+		RenewTime:            &now,
+		LeaseTransitions:     ptr.To(int32(0)),
+	}
+	cur, err := e.leases.Get(ctx, LeaderLeaseName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		created, err := e.leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: LeaderLeaseName, Namespace: e.opts.Namespace}, Spec: spec,
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return false
+		}
+		e.observe(created, now.Time)
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	if e.observed == nil || e.observed.ResourceVersion != cur.ResourceVersion {
+		e.observe(cur, now.Time)
+	}
+	holder := ptr.Deref(cur.Spec.HolderIdentity, "")
+	leading := holder == e.opts.Identity
+	if holder != "" && !leading && now.Time.Before(e.observedAt.Add(e.leaseDuration(cur))) {
+		return false
+	}
+	transitions := ptr.Deref(cur.Spec.LeaseTransitions, 0)
+	if leading {
+		spec.AcquireTime = cur.Spec.AcquireTime
+	} else {
+		transitions++
+	}
+	spec.LeaseTransitions = ptr.To(transitions)
+	next := cur.DeepCopy()
+	next.Spec = spec
+	updated, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
+	if err != nil {
+		return false
+	}
+	e.observe(updated, now.Time)
+	return true
+}
+
+// leaseDuration is the holder's declared duration, or ours when it set
+// none.
+func (e *elector) leaseDuration(l *coordinationv1.Lease) time.Duration {
+	if s := ptr.Deref(l.Spec.LeaseDurationSeconds, 0); s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return e.opts.LeaseDuration
+}
+
+func (e *elector) observe(l *coordinationv1.Lease, at time.Time) {
+	e.observed, e.observedAt = l, at
+}
+
+// release empties the holder if this replica still holds the Lease, with
+// a one-second duration, as client-go does.
+func (e *elector) release(ctx context.Context) error {
+	if e.observed == nil || ptr.Deref(e.observed.Spec.HolderIdentity, "") != e.opts.Identity {
+		return nil
+	}
+	next := e.observed.DeepCopy()
+	now := metav1.NewMicroTime(time.Now())
+	next.Spec.HolderIdentity = nil
+	next.Spec.LeaseDurationSeconds = ptr.To(int32(1))
+	next.Spec.RenewTime, next.Spec.AcquireTime = &now, &now
+	_, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		return errors.New("the Lease changed since our last renewal; left as it is")
+	}
+	return err
 }

@@ -7,8 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/conditions"
 )
@@ -20,13 +20,13 @@ import (
 // error or a missing guard refuses: evicting pods is never the default.
 // It is consulted only when a NoExecute row of the policy table turns on,
 // so two GETs per decision cost nothing at idle.
-func CoordinatorGuard(client kubernetes.Interface) conditions.DisruptionGuard {
+func CoordinatorGuard(client *kube.Client) conditions.DisruptionGuard {
 	return func(ctx context.Context, nodeName string, _ corev1.Taint) bool {
-		node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		node, err := client.Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 		if err != nil {
 			return false
 		}
-		cm, err := client.CoreV1().ConfigMaps(v1alpha1.AgentLeaseNamespace).Get(ctx, v1alpha1.GuardConfigMapName, metav1.GetOptions{})
+		cm, err := client.ConfigMaps(v1alpha1.AgentLeaseNamespace).Get(ctx, v1alpha1.GuardConfigMapName, metav1.GetOptions{})
 		if err != nil {
 			return false
 		}

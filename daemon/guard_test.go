@@ -48,7 +48,7 @@ func TestCoordinatorGuardReadsThePublishedConfigMap(t *testing.T) {
 	cp := env.ControlPlane(t)
 	ctx := context.Background()
 	nodes := cp.CreateNodes(t, cluster.NodeSpec{Prefix: "guardread", Count: 1, Zones: []string{"guardread-z"}})
-	guard := CoordinatorGuard(cp.Client())
+	guard := CoordinatorGuard(cp.Kube())
 	taint := corev1.Taint{Key: "nodeward.io/memory-pressure", Effect: corev1.TaintEffectNoExecute}
 	cms := cp.Client().CoreV1().ConfigMaps(v1alpha1.AgentLeaseNamespace)
 	if _, err := cp.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.AgentLeaseNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {

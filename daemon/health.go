@@ -14,10 +14,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/conditions"
 )
 
@@ -42,7 +42,7 @@ type HealthConfig struct {
 // and liveness Lease current. It watches only its own Node object.
 type Health struct {
 	cfg       HealthConfig
-	client    kubernetes.Interface
+	client    *kube.Client
 	metrics   *conditions.Metrics
 	probes    []conditions.Probe
 	monitor   *conditions.Monitor
@@ -76,7 +76,7 @@ func NewHealth(cfg HealthConfig) (*Health, error) {
 	metrics := conditions.NewMetrics(cfg.Registry)
 	rc := rest.CopyConfig(cfg.RestConfig)
 	rc.Wrap(countRequests(metrics))
-	client, err := kubernetes.NewForConfig(rc)
+	client, err := kube.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("create Kubernetes client: %w", err)
 	}
@@ -127,7 +127,7 @@ func (h *Health) Run(ctx context.Context) error {
 	// factory's ForResource links the informers and listers of every API
 	// group into the binary (see docs/benchmarks.md, agent RSS).
 	informer := cache.NewSharedIndexInformer(
-		cache.NewFilteredListWatchFromClient(h.client.CoreV1().RESTClient(), "nodes", metav1.NamespaceAll,
+		cache.NewFilteredListWatchFromClient(h.client.CoreREST(), "nodes", metav1.NamespaceAll,
 			func(o *metav1.ListOptions) {
 				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", h.cfg.NodeName).String()
 			}),

@@ -10,9 +10,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/api/v1alpha1"
 )
 
@@ -20,7 +20,7 @@ import (
 // (v1alpha1.AgentLeaseNamespace/AgentLeaseName(node)) renewed, so that the
 // coordinator can tell a dead agent from a healthy node.
 type LeaseRenewer struct {
-	client   kubernetes.Interface
+	client   *kube.Client
 	node     string
 	interval time.Duration
 	// owner returns the Node's name and UID once known; the Lease is then
@@ -32,7 +32,7 @@ type LeaseRenewer struct {
 }
 
 // NewLeaseRenewer renews every interval; owner may be nil.
-func NewLeaseRenewer(client kubernetes.Interface, node string, interval time.Duration, owner func() (string, string), log *slog.Logger) *LeaseRenewer {
+func NewLeaseRenewer(client *kube.Client, node string, interval time.Duration, owner func() (string, string), log *slog.Logger) *LeaseRenewer {
 	return &LeaseRenewer{client: client, node: node, interval: interval, owner: owner, log: log}
 }
 
@@ -61,7 +61,7 @@ func (l *LeaseRenewer) Run(ctx context.Context) {
 
 // Renew writes renewTime = now, creating the Lease when missing.
 func (l *LeaseRenewer) Renew(ctx context.Context) error {
-	leases := l.client.CoordinationV1().Leases(v1alpha1.AgentLeaseNamespace)
+	leases := l.client.Leases(v1alpha1.AgentLeaseNamespace)
 	name := v1alpha1.AgentLeaseName(l.node)
 	now := metav1.NewMicroTime(time.Now())
 	if l.lease == nil {

@@ -11,7 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeward/nodeward/api/kube"
 )
 
 // The machine-config-daemon's node annotations, which an OpenShift Machine
@@ -41,7 +42,7 @@ func MachineConfigResource() schema.GroupVersionResource {
 // machine-config-daemon does. There is no pre-staging (the target is known
 // only with the grant) and no yield (the MCO has no such notion).
 type MCOProtocol struct {
-	Client  kubernetes.Interface
+	Client  *kube.Client
 	Dynamic dynamic.Interface
 	Node    string
 	// Timeout bounds reading a MachineConfig; default 10 s.
@@ -99,7 +100,7 @@ func (p *MCOProtocol) Report(ctx context.Context, st State) error {
 	}
 	set := map[string]*string{MCOState: &state, MCOReason: &reason}
 	if st.Step == StepDone && st.Target != "" {
-		node, err := p.Client.CoreV1().Nodes().Get(ctx, p.Node, metav1.GetOptions{})
+		node, err := p.Client.Nodes().Get(ctx, p.Node, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("get node %s: %w", p.Node, err)
 		}

@@ -11,14 +11,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/drain"
 )
 
 // UpdateAgentConfig wires the update lifecycle of one node to the cluster.
 type UpdateAgentConfig struct {
-	Client   kubernetes.Interface
+	Client   *kube.Client
 	NodeName string
 	// StateDir holds the update state file; it must survive reboots
 	// (default /var/lib/nodeward).

@@ -9,7 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeward/nodeward/api/kube"
 )
 
 // PodsReadyCheck is a post-update check: after the reboot, the node is
@@ -17,12 +18,12 @@ import (
 // such pod is Ready (a CNI or storage DaemonSet, say). It adds to
 // DefaultHealthCheck; it lists only the node's pods, and only while the
 // update waits for health.
-func PodsReadyCheck(client kubernetes.Interface, selector labels.Selector) HealthCheck {
+func PodsReadyCheck(client *kube.Client, selector labels.Selector) HealthCheck {
 	return func(ctx context.Context, node *corev1.Node) (bool, string, error) {
 		if ok, reason, err := DefaultHealthCheck(ctx, node); !ok || err != nil {
 			return ok, reason, err
 		}
-		pods, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		pods, err := client.Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 			LabelSelector: selector.String(),
 			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node.Name).String(),
 		})

@@ -10,18 +10,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/nodeward/nodeward/api/kube"
 )
 
 // NodeWatch keeps the latest state of one Node through a watch limited to
 // that node by a field selector (no cluster-wide list or watch), and
 // signals every change on Wake.
 type NodeWatch struct {
-	client kubernetes.Interface
+	client *kube.Client
 	name   string
 	wake   chan struct{}
 
@@ -31,7 +30,7 @@ type NodeWatch struct {
 }
 
 // NewNodeWatch prepares a watch of node name; Run starts it.
-func NewNodeWatch(client kubernetes.Interface, name string) *NodeWatch {
+func NewNodeWatch(client *kube.Client, name string) *NodeWatch {
 	return &NodeWatch{client: client, name: name, wake: make(chan struct{}, 1)}
 }
 
@@ -40,7 +39,7 @@ func (w *NodeWatch) Wake() <-chan struct{} { return w.wake }
 
 // Run watches until ctx ends.
 func (w *NodeWatch) Run(ctx context.Context) {
-	lw := cache.NewListWatchFromClient(w.client.CoreV1().RESTClient(), "nodes", metav1.NamespaceAll,
+	lw := cache.NewListWatchFromClient(w.client.CoreREST(), "nodes", metav1.NamespaceAll,
 		fields.OneTermEqualSelector("metadata.name", w.name))
 	_, informer := cache.NewInformerWithOptions(cache.InformerOptions{
 		ListerWatcher: lw,
@@ -74,7 +73,7 @@ func (w *NodeWatch) Node(ctx context.Context) (*corev1.Node, error) {
 	if node != nil {
 		return node.DeepCopy(), nil
 	}
-	n, err := w.client.CoreV1().Nodes().Get(ctx, w.name, metav1.GetOptions{})
+	n, err := w.client.Nodes().Get(ctx, w.name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("get node %s: %w", w.name, err)
 	}
@@ -83,12 +82,12 @@ func (w *NodeWatch) Node(ctx context.Context) (*corev1.Node, error) {
 
 // patchAnnotations sets (value non-nil) or removes (nil) annotations of a
 // node with a JSON merge patch, which touches no other key.
-func patchAnnotations(ctx context.Context, client kubernetes.Interface, node string, set map[string]*string) error {
+func patchAnnotations(ctx context.Context, client *kube.Client, node string, set map[string]*string) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": set}})
 	if err != nil {
 		return fmt.Errorf("encode annotation patch: %w", err)
 	}
-	if _, err := client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := client.Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("patch annotations of node %s: %w", node, err)
 	}
 	return nil
@@ -102,12 +101,12 @@ type NodeEvents struct {
 
 // NewNodeEvents starts an event broadcaster writing through client; Stop
 // flushes it.
-func NewNodeEvents(client kubernetes.Interface, component, host string) *NodeEvents {
+func NewNodeEvents(client *kube.Client, component, host string) *NodeEvents {
 	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	b.StartRecordingToSink(client.EventSink(context.Background()))
 	return &NodeEvents{
 		broadcaster: b,
-		recorder:    b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component, Host: host}),
+		recorder:    b.NewRecorder(client.Scheme(), corev1.EventSource{Component: component, Host: host}),
 	}
 }
 

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodeward/nodeward/api/kube"
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 )
 
@@ -46,7 +46,7 @@ func DefaultAnnotationKeys() AnnotationKeys {
 // AnnotationProtocol speaks the coordinator protocol through annotations on
 // the agent's own Node.
 type AnnotationProtocol struct {
-	Client kubernetes.Interface
+	Client *kube.Client
 	Node   string
 	Keys   AnnotationKeys
 }

@@ -10,7 +10,8 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeward/nodeward/api/kube"
 )
 
 // BlockReason classifies what keeps a pod on the node.
@@ -87,8 +88,8 @@ func (b Blocker) String() string {
 
 // pdbsFor returns the status of every PDB in pod's namespace whose selector
 // matches it.
-func pdbsFor(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod) ([]PDBStatus, error) {
-	list, err := client.PolicyV1().PodDisruptionBudgets(pod.Namespace).List(ctx, metav1.ListOptions{})
+func pdbsFor(ctx context.Context, client *kube.Client, pod *corev1.Pod) ([]PDBStatus, error) {
+	list, err := client.PodDisruptionBudgets(pod.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list PDBs of namespace %s: %w", pod.Namespace, err)
 	}

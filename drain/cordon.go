@@ -21,7 +21,7 @@ const CordonOwner = "nodeward"
 // resourceVersion, so a concurrent admin cordon conflicts and is seen.
 func (d *Drainer) Cordon(ctx context.Context) (byNodeward bool, err error) {
 	err = retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		node, err := d.client.CoreV1().Nodes().Get(ctx, d.node, metav1.GetOptions{})
+		node, err := d.client.Nodes().Get(ctx, d.node, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -39,7 +39,7 @@ func (d *Drainer) Cordon(ctx context.Context) (byNodeward bool, err error) {
 			node.Annotations = map[string]string{}
 		}
 		node.Annotations[v1alpha1.AnnotationCordonedBy] = CordonOwner
-		_, err = d.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+		_, err = d.client.Nodes().Update(ctx, node, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
@@ -65,7 +65,7 @@ const (
 func (d *Drainer) Uncordon(ctx context.Context, force bool) (UncordonResult, error) {
 	var result UncordonResult
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		node, err := d.client.CoreV1().Nodes().Get(ctx, d.node, metav1.GetOptions{})
+		node, err := d.client.Nodes().Get(ctx, d.node, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -87,7 +87,7 @@ func (d *Drainer) Uncordon(ctx context.Context, force bool) (UncordonResult, err
 		}
 		delete(node.Annotations, v1alpha1.AnnotationCordonedBy)
 		node.Spec.Unschedulable = false
-		_, err = d.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+		_, err = d.client.Nodes().Update(ctx, node, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {

@@ -10,9 +10,9 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/api/v1alpha1"
 )
 
@@ -22,7 +22,7 @@ var ErrBlocked = errors.New("drain blocked")
 
 // Config wires a Drainer to a cluster and a node.
 type Config struct {
-	Client  kubernetes.Interface
+	Client  *kube.Client
 	Node    string
 	Options Options
 	Log     *slog.Logger
@@ -37,7 +37,7 @@ type Config struct {
 // Drainer drains one node.
 type Drainer struct {
 	cfg     Config
-	client  kubernetes.Interface
+	client  *kube.Client
 	node    string
 	opts    Options
 	log     *slog.Logger
@@ -76,7 +76,7 @@ type Result struct {
 
 // Plan lists the node's pods and says what a drain would do with them.
 func (d *Drainer) Plan(ctx context.Context) (*Plan, error) {
-	list, err := d.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+	list, err := d.client.Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		FieldSelector: "spec.nodeName=" + d.node,
 	})
 	if err != nil {
@@ -203,7 +203,7 @@ const ConditionDrained = v1alpha1.ConditionDrained
 func (d *Drainer) deleteFinished(ctx context.Context, pods []PodRef, res *Result) error {
 	for _, ref := range pods {
 		uid := ref.UID
-		err := d.client.CoreV1().Pods(ref.Namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{
+		err := d.client.Pods(ref.Namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{
 			Preconditions: &metav1.Preconditions{UID: &uid},
 		})
 		if err != nil && !ignorableGone(err) {

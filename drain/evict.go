@@ -95,7 +95,7 @@ func (r *run) onTimeout(ctx context.Context, pp PlannedPod, pod *corev1.Pod, evi
 		return ErrBlocked
 	case Force:
 		uid := pod.UID
-		err := d.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		err := d.client.Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
 			GracePeriodSeconds: d.opts.GracePeriod, Preconditions: &metav1.Preconditions{UID: &uid},
 		})
 		if err != nil && !ignorableGone(err) {
@@ -131,7 +131,7 @@ func (r *run) evict(ctx context.Context, pod *corev1.Pod, backoff *time.Duration
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
-	err := d.client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, eviction)
+	err := d.client.Evict(ctx, eviction)
 	<-d.evictSlots
 	switch {
 	case err == nil:

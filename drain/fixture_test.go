@@ -197,7 +197,7 @@ func (f *fixture) waitRunning(node string, n int) {
 
 func (f *fixture) drainer(opts drain.Options, progress func(drain.Progress)) *drain.Drainer {
 	f.t.Helper()
-	d, err := drain.New(drain.Config{Client: f.client, Node: f.node, Options: opts, Progress: progress,
+	d, err := drain.New(drain.Config{Client: f.cp.Kube(), Node: f.node, Options: opts, Progress: progress,
 		ReportEvery: 200 * time.Millisecond})
 	if err != nil {
 		f.t.Fatal(err)

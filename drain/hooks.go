@@ -11,10 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
+	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/api/v1alpha1"
 )
 
@@ -67,7 +67,7 @@ func (p HookPoint) Describe(hooks []Hook) string {
 
 // Publish sets point's condition on node: False naming the hooks while any
 // holds the step, True otherwise.
-func (p HookPoint) Publish(ctx context.Context, client kubernetes.Interface, node string, hooks []Hook) error {
+func (p HookPoint) Publish(ctx context.Context, client *kube.Client, node string, hooks []Hook) error {
 	if len(hooks) > 0 {
 		return SetCondition(ctx, client, node, p.Condition, corev1.ConditionFalse, "HooksPresent", p.Describe(hooks))
 	}
@@ -76,16 +76,16 @@ func (p HookPoint) Publish(ctx context.Context, client kubernetes.Interface, nod
 
 // WaitForHooks watches the node until no hook of point is present, keeping
 // the condition up to date; onHeld is told each new set of holding hooks.
-func WaitForHooks(ctx context.Context, client kubernetes.Interface, node string, point HookPoint, onHeld func([]Hook)) error {
+func WaitForHooks(ctx context.Context, client *kube.Client, node string, point HookPoint, onHeld func([]Hook)) error {
 	selector := fields.OneTermEqualSelector("metadata.name", node).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector
-			return client.CoreV1().Nodes().List(ctx, o)
+			return client.Nodes().List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = selector
-			return client.CoreV1().Nodes().Watch(ctx, o)
+			return client.Nodes().Watch(ctx, o)
 		},
 	}
 	last := "-"

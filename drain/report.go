@@ -12,7 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeward/nodeward/api/kube"
 )
 
 // ProgressKind names a step of a drain shown to a human.
@@ -149,7 +150,7 @@ func (d *Drainer) setDrained(ctx context.Context, status corev1.ConditionStatus,
 // drainedIs reports whether the node's Drained condition has status and
 // one of reasons now (one read of the node).
 func (d *Drainer) drainedIs(ctx context.Context, status corev1.ConditionStatus, reasons ...string) bool {
-	n, err := d.client.CoreV1().Nodes().Get(ctx, d.node, metav1.GetOptions{})
+	n, err := d.client.Nodes().Get(ctx, d.node, metav1.GetOptions{})
 	if err != nil {
 		return false
 	}
@@ -163,9 +164,9 @@ func (d *Drainer) drainedIs(ctx context.Context, status corev1.ConditionStatus, 
 
 // SetCondition patches one condition of a node's status, keeping its
 // lastTransitionTime when the status does not change.
-func SetCondition(ctx context.Context, client kubernetes.Interface, node string, t corev1.NodeConditionType,
+func SetCondition(ctx context.Context, client *kube.Client, node string, t corev1.NodeConditionType,
 	status corev1.ConditionStatus, reason, msg string) error {
-	cur, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	cur, err := client.Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("read node %s: %w", node, err)
 	}
@@ -186,7 +187,7 @@ func SetCondition(ctx context.Context, client kubernetes.Interface, node string,
 	if err != nil {
 		return fmt.Errorf("encode %s condition: %w", t, err)
 	}
-	if _, err := client.CoreV1().Nodes().PatchStatus(ctx, node, patch); err != nil {
+	if _, err := client.PatchNodeStatus(ctx, node, patch); err != nil {
 		return fmt.Errorf("set condition %s=%s on node %s: %w", t, status, node, err)
 	}
 	return nil

@@ -10,8 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/nodeward/nodeward/api/kube"
 )
 
 // podTracker watches the pods bound to one node, so that the drain learns a
@@ -25,17 +26,17 @@ type podTracker struct {
 	changed chan struct{} // closed and replaced at every event
 }
 
-func newPodTracker(client kubernetes.Interface, node string) *podTracker {
+func newPodTracker(client *kube.Client, node string) *podTracker {
 	t := &podTracker{changed: make(chan struct{})}
 	selector := fields.OneTermEqualSelector("spec.nodeName", node).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector
-			return client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
+			return client.Pods(metav1.NamespaceAll).List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = selector
-			return client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
+			return client.Pods(metav1.NamespaceAll).Watch(ctx, o)
 		},
 	}
 	notify := func(any) { t.notify() }

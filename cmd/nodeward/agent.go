@@ -9,15 +9,15 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/conditions"
 	"github.com/nodeward/nodeward/daemon"
 )
 
 func newAgentCommand() *cobra.Command {
 	var (
-		kube       kubeFlags
+		conn       kubeFlags
 		flags      healthFlags
 		drainFlags agentDrainFlags
 		host       hostFlags
@@ -44,12 +44,12 @@ func newAgentCommand() *cobra.Command {
 			if nodeName == "" {
 				return errors.New("--node-name is empty and NODE_NAME is not set")
 			}
-			restConfig, err := kube.restConfig()
+			restConfig, err := conn.restConfig()
 			if err != nil {
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-			client, err := kubernetes.NewForConfig(restConfig)
+			client, err := kube.NewForConfig(restConfig)
 			if err != nil {
 				return fmt.Errorf("create Kubernetes client: %w", err)
 			}
@@ -92,7 +92,7 @@ func newAgentCommand() *cobra.Command {
 			return nil
 		},
 	}
-	kube.register(cmd)
+	conn.register(cmd)
 	flags.register(cmd)
 	drainFlags.register(cmd)
 	host.register(cmd)

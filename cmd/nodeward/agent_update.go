@@ -5,9 +5,9 @@ import (
 	"log/slog"
 
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/daemon"
 	"github.com/nodeward/nodeward/drain"
 	"github.com/nodeward/nodeward/systemd"
@@ -16,7 +16,7 @@ import (
 // newUpdateAgent wires the update lifecycle: rpm-ostree through osupdate,
 // reboots through logind, readiness through sd_notify, and the coordinator
 // protocol (nodeward's annotations or the MCO's).
-func newUpdateAgent(client kubernetes.Interface, restConfig *rest.Config, health *daemon.Health,
+func newUpdateAgent(client *kube.Client, restConfig *rest.Config, health *daemon.Health,
 	nodeName, protocol, stateDir string, host hostFlags, drainOpts drain.Options, log *slog.Logger) (*daemon.UpdateAgent, *daemon.Readiness, error) {
 	updater, err := host.updater(stateDir, log)
 	if err != nil {

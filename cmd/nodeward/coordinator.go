@@ -14,14 +14,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/coordinator"
 )
 
 func newCoordinatorCommand() *cobra.Command {
 	var (
-		kube          kubeFlags
+		conn          kubeFlags
 		leaderElect   bool
 		leaderNS      string
 		metricsAddr   string
@@ -37,7 +37,7 @@ func newCoordinatorCommand() *cobra.Command {
 			if resync <= 0 {
 				return fmt.Errorf("--resync %s: must be positive", resync)
 			}
-			cfg, err := kube.restConfig()
+			cfg, err := conn.restConfig()
 			if err != nil {
 				return err
 			}
@@ -49,7 +49,7 @@ func newCoordinatorCommand() *cobra.Command {
 			// the client's own rate limiter, not the API server, would set
 			// the pace of a large rollout.
 			cfg.QPS, cfg.Burst = 200, 400
-			client, err := kubernetes.NewForConfig(cfg)
+			client, err := kube.NewForConfig(cfg)
 			if err != nil {
 				return fmt.Errorf("create Kubernetes client: %w", err)
 			}
@@ -82,7 +82,7 @@ func newCoordinatorCommand() *cobra.Command {
 			return err
 		},
 	}
-	kube.register(cmd)
+	conn.register(cmd)
 	f := cmd.Flags()
 	f.BoolVar(&leaderElect, "leader-elect", true, "elect a leader on the Lease "+coordinator.LeaderLeaseName+" so replicas never grant concurrently")
 	f.StringVar(&leaderNS, "leader-election-namespace", "nodeward-system", "namespace of the leader Lease")

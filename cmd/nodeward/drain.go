@@ -11,11 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/drain"
 )
 
@@ -113,19 +111,19 @@ func runDrain(cmd *cobra.Command, f drainFlags, node string) error {
 	// One eviction per pod in a burst: the default client limit (5/s)
 	// would pace a 100-pod drain to 20 s on its own.
 	cfg.QPS, cfg.Burst = 100, 200
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kube.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("create Kubernetes client: %w", err)
 	}
 	out := cmd.OutOrStdout()
 	events := record.NewBroadcaster(record.WithContext(cmd.Context()))
-	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	events.StartRecordingToSink(client.EventSink(cmd.Context()))
 	defer events.Shutdown()
 	pr := &drainPrinter{out: out, quiet: f.quiet}
 	d, err := drain.New(drain.Config{
 		Client: client, Node: node, Options: opts, Progress: pr.progress,
 		Log:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Recorder: events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nodeward-drain"}),
+		Recorder: events.NewRecorder(client.Scheme(), corev1.EventSource{Component: "nodeward-drain"}),
 	})
 	if err != nil {
 		return err
@@ -232,14 +230,14 @@ func printSummary(out io.Writer, node string, res *drain.Result, err error) {
 }
 
 func newUncordonCommand() *cobra.Command {
-	var kube kubeFlags
+	var conn kubeFlags
 	var force bool
 	cmd := &cobra.Command{
 		Use:   "uncordon NODE",
 		Short: "Lift nodeward's own cordon of a node (an administrator's cordon only with --force)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			client, err := kube.clientset()
+			client, err := conn.clientset()
 			if err != nil {
 				return err
 			}
@@ -259,7 +257,7 @@ func newUncordonCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "also lift a cordon nodeward did not make")
-	kube.register(cmd)
+	conn.register(cmd)
 	return cmd
 }
 

@@ -4,9 +4,10 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/nodeward/nodeward/api/kube"
 )
 
 // kubeFlags are the connection flags of every subcommand that talks to a
@@ -37,12 +38,12 @@ func (f *kubeFlags) restConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-func (f *kubeFlags) clientset() (kubernetes.Interface, error) {
+func (f *kubeFlags) clientset() (*kube.Client, error) {
 	cfg, err := f.restConfig()
 	if err != nil {
 		return nil, err
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := kube.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create Kubernetes client: %w", err)
 	}

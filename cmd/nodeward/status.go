@@ -14,23 +14,23 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/api/v1alpha1"
 )
 
 func newStatusCommand() *cobra.Command {
-	var kube kubeFlags
+	var conn kubeFlags
 	cmd := &cobra.Command{
 		Use:   "status [POOL]",
 		Short: "Show update pools and the progress of their nodes",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := kube.restConfig()
+			cfg, err := conn.restConfig()
 			if err != nil {
 				return err
 			}
-			client, err := kubernetes.NewForConfig(cfg)
+			client, err := kube.NewForConfig(cfg)
 			if err != nil {
 				return err
 			}
@@ -62,7 +62,7 @@ func newStatusCommand() *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("pool %s nodeSelector: %w", p.Name, err)
 				}
-				nodes, err := client.CoreV1().Nodes().List(cmd.Context(), metav1.ListOptions{LabelSelector: sel.String()})
+				nodes, err := client.Nodes().List(cmd.Context(), metav1.ListOptions{LabelSelector: sel.String()})
 				if err != nil {
 					return fmt.Errorf("list nodes of pool %s: %w", p.Name, err)
 				}
@@ -72,7 +72,7 @@ func newStatusCommand() *cobra.Command {
 			return nil
 		},
 	}
-	kube.register(cmd)
+	conn.register(cmd)
 	return cmd
 }
 

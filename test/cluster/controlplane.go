@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/nodeward/nodeward/api/kube"
 )
 
 // Options tune a control plane.
@@ -49,6 +51,7 @@ type ControlPlane struct {
 	host      string
 	admin     *rest.Config
 	client    kubernetes.Interface
+	kube      *kube.Client
 	adminKube string
 	procs     []*process // start order: etcd, apiserver, kcm, scheduler, kwok
 
@@ -185,6 +188,9 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, etcdPort, port int) 
 		return err
 	}
 	if cp.client, err = kubernetes.NewForConfig(cp.admin); err != nil {
+		return fmt.Errorf("admin client: %w", err)
+	}
+	if cp.kube, err = kube.NewForConfig(cp.admin); err != nil {
 		return fmt.Errorf("admin client: %w", err)
 	}
 	cp.adminKube = cp.path("admin.kubeconfig")
@@ -336,6 +342,10 @@ func (cp *ControlPlane) Config() *rest.Config { return rest.CopyConfig(cp.admin)
 
 // Client is a clientset with the admin identity.
 func (cp *ControlPlane) Client() kubernetes.Interface { return cp.client }
+
+// Kube is nodeward's own client (package kube) with the admin identity, for
+// the packages under test that take one.
+func (cp *ControlPlane) Kube() *kube.Client { return cp.kube }
 
 // KubeconfigPath is a kubeconfig file for the admin identity.
 func (cp *ControlPlane) KubeconfigPath() string { return cp.adminKube }

@@ -51,7 +51,7 @@ func runCoordinatorFor(t *testing.T, cp *cluster.ControlPlane, dyn dynamic.Inter
 	ctx, cancel := context.WithCancel(context.Background())
 	// Other tests of the package run their own coordinators on their own
 	// pools: each selects only its pool.
-	c := coordinator.New(coordinator.Options{Client: cp.Client(), Dynamic: dyn, Resync: time.Second,
+	c := coordinator.New(coordinator.Options{Client: cp.Kube(), Dynamic: dyn, Resync: time.Second,
 		PoolLabelSelector: poolLabel + "=" + name, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	done := make(chan struct{})
 	go func() {

@@ -74,7 +74,7 @@ func newPool(t *testing.T, prefix string, opts poolOptions) *pool {
 	}
 	var wg sync.WaitGroup
 	for _, name := range names {
-		n := &SimNode{Name: name, Host: NewSimHost(fromOS), StateDir: t.TempDir(), Client: cp.Client(), Log: log}
+		n := &SimNode{Name: name, Host: NewSimHost(fromOS), StateDir: t.TempDir(), Client: cp.Kube(), Log: log}
 		if opts.tune != nil {
 			opts.tune(n)
 		}

@@ -7,8 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-
+	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/daemon"
 )
 
@@ -22,7 +21,7 @@ type SimNode struct {
 	// example the rpm-ostree double behind the real osupdate package).
 	Machine  Machine
 	StateDir string
-	Client   kubernetes.Interface
+	Client   *kube.Client
 	Log      *slog.Logger
 	// Health overrides the agent's health check (optional).
 	Health daemon.HealthCheck

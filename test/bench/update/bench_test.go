@@ -52,7 +52,7 @@ func rollout(b *testing.B, count, maxUnavailable int, stageAfterDrain bool) (tim
 	for i, name := range names {
 		host := e2e.NewSimHost("os-1")
 		host.StageDelay = download
-		nodes[i] = &e2e.SimNode{Name: name, Host: host, StateDir: b.TempDir(), Client: cp.Client(), Log: log,
+		nodes[i] = &e2e.SimNode{Name: name, Host: host, StateDir: b.TempDir(), Client: cp.Kube(), Log: log,
 			RebootDelay: reboot, Tune: func(c *daemon.UpdateAgentConfig) { c.StageAfterDrain = stageAfterDrain }}
 		if err := nodes[i].Start(); err != nil {
 			b.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -32,6 +33,18 @@ type LeaderOptions struct {
 // its caches from a fresh list, so it sees every grant its predecessor
 // wrote before it grants anything. It returns when leadership is lost (nil)
 // or ctx ends (ctx's error).
+func RunWithLeaderElection(ctx context.Context, opts Options, le LeaderOptions) error {
+	return RunLeading(ctx, opts.Client, le, opts.Log, func(ctx context.Context) {
+		if err := New(opts).Run(ctx); err != nil && opts.Log != nil {
+			opts.Log.Error("coordinator stopped", "err", err)
+		}
+	})
+}
+
+// RunLeading waits until this replica holds the leader Lease, runs lead
+// with a context that ends when leadership ends, and returns once lead has
+// returned: ctx's error when ctx ended, nil when leadership was lost or
+// lead returned on its own (then the Lease is released for the others).
 //
 // The election follows client-go's leaderelection on a Lease, which
 // nodeward cannot import: its resource lock links client-go's scheme of
@@ -41,8 +54,9 @@ type LeaderOptions struct {
 // replicas does not matter; every write carries the resourceVersion it was
 // based on, so of two contenders exactly one wins; a leader that cannot
 // renew within RenewDeadline stops leading, well before the others may
-// take over; and a leader that shuts down releases the Lease.
-func RunWithLeaderElection(ctx context.Context, opts Options, le LeaderOptions) error {
+// take over; and a leader that shuts down releases the Lease, after lead
+// has returned.
+func RunLeading(ctx context.Context, client *kube.Client, le LeaderOptions, log *slog.Logger, lead func(context.Context)) error {
 	if le.LeaseDuration == 0 {
 		le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = 15*time.Second, 10*time.Second, 2*time.Second
 	}
@@ -50,35 +64,32 @@ func RunWithLeaderElection(ctx context.Context, opts Options, le LeaderOptions) 
 		return fmt.Errorf("leader election: need 0 < retry period (%v) < renew deadline (%v) < lease duration (%v)",
 			le.RetryPeriod, le.RenewDeadline, le.LeaseDuration)
 	}
-	e := &elector{opts: le, leases: opts.Client.Leases(le.Namespace)}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	e := &elector{opts: le, leases: client.Leases(le.Namespace)}
 	if !e.acquire(ctx) {
 		return ctx.Err()
 	}
-	log := opts.Log
-	if log != nil {
-		log.Info("became leader", "identity", le.Identity)
-	}
+	log.Info("became leader", "identity", le.Identity)
 	leading, stopLeading := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := New(opts).Run(leading); err != nil && log != nil {
-			log.Error("coordinator stopped", "err", err)
-		}
+		lead(leading)
 	}()
-	e.renew(ctx)
+	lost := !e.renew(ctx, done)
 	stopLeading()
 	<-done
-	if log != nil {
-		log.Info("leadership lost", "identity", le.Identity)
-	}
-	if ctx.Err() != nil {
-		// Releasing on shutdown lets the other replica take over at once
-		// instead of after a whole lease duration. The controller has
-		// stopped, so nothing of ours writes after the release.
+	log.Info("leadership ended", "identity", le.Identity, "lost", lost)
+	if !lost {
+		// On shutdown, or when lead gave up on its own, release the Lease
+		// so that another replica takes over at once instead of after a
+		// whole lease duration. lead has returned, so nothing of ours
+		// writes after the release.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), le.RetryPeriod)
 		defer cancel()
-		if err := e.release(rctx); err != nil && log != nil {
+		if err := e.release(rctx); err != nil {
 			log.Error("release leader Lease", "err", err)
 		}
 	}
@@ -112,16 +123,18 @@ func (e *elector) acquire(ctx context.Context) bool {
 	}
 }
 
-// renew keeps the Lease until a renewal has failed for RenewDeadline or
-// ctx ends.
-func (e *elector) renew(ctx context.Context) {
+// renew keeps the Lease until ctx ends or stop closes (true), or until
+// renewals have failed for RenewDeadline (false: leadership lost).
+func (e *elector) renew(ctx context.Context, stop <-chan struct{}) bool {
 	t := time.NewTicker(e.opts.RetryPeriod)
 	defer t.Stop()
 	lastRenew := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return true
+		case <-stop:
+			return true
 		case <-t.C:
 		}
 		attempt, cancel := context.WithDeadline(ctx, lastRenew.Add(e.opts.RenewDeadline))
@@ -130,8 +143,10 @@ func (e *elector) renew(ctx context.Context) {
 		switch {
 		case ok:
 			lastRenew = time.Now()
-		case time.Since(lastRenew) >= e.opts.RenewDeadline || ctx.Err() != nil:
-			return
+		case ctx.Err() != nil:
+			return true
+		case time.Since(lastRenew) >= e.opts.RenewDeadline:
+			return false
 		}
 	}
 }
@@ -146,6 +161,16 @@ func (e *elector) tryAcquireOrRenew(ctx context.Context) bool {
 		AcquireTime:          &now,
 		RenewTime:            &now,
 		LeaseTransitions:     ptr.To(int32(0)),
+	}
+	if e.observed != nil && ptr.Deref(e.observed.Spec.HolderIdentity, "") == e.opts.Identity {
+		// A leader renews on its own last write, one request per period;
+		// a conflict sends it down the full path below.
+		next := e.observed.DeepCopy()
+		next.Spec.RenewTime = &now
+		if updated, err := e.leases.Update(ctx, next, metav1.UpdateOptions{}); err == nil {
+			e.observe(updated, now.Time)
+			return true
+		}
 	}
 	cur, err := e.leases.Get(ctx, LeaderLeaseName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {

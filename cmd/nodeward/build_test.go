@@ -6,19 +6,28 @@ import (
 	"testing"
 )
 
-// TestReleaseBuildLeavesOutNetTrace: built as `make build` builds it (tag
-// grpcnotrace), the binary must not link golang.org/x/net/trace: its HTML
-// templates make the linker keep every exported method of every type that
-// reaches an interface, which took the binary from 46 MB to 75 MB and the
-// agent's resident memory up with it. A new dependency that imports the
-// package again fails here.
-func TestReleaseBuildLeavesOutNetTrace(t *testing.T) {
+// TestReleaseBuildLeavesOutHeavyPackages: built as `make build` builds it
+// (tag grpcnotrace), the binary must not link
+//   - golang.org/x/net/trace, html/template or plugin: they make the linker
+//     keep every exported method of every type that reaches an interface
+//     (46 MB → 75 MB, and plugin exports every symbol besides);
+//   - client-go's scheme of every API group, the clientset or the typed
+//     informers: their init registers 55 group versions (+14 MB of binary,
+//     +7 MiB of agent RSS); package api/kube is the client to use.
+//
+// A new dependency that imports one of them again fails here.
+func TestReleaseBuildLeavesOutHeavyPackages(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-tags", "grpcnotrace", ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
+	forbidden := map[string]bool{
+		"golang.org/x/net/trace": true, "html/template": true, "plugin": true,
+		"k8s.io/client-go/kubernetes": true, "k8s.io/client-go/kubernetes/scheme": true,
+		"k8s.io/client-go/informers": true, "k8s.io/client-go/tools/leaderelection": true,
+	}
 	for _, pkg := range strings.Fields(string(out)) {
-		if pkg == "golang.org/x/net/trace" || pkg == "html/template" || pkg == "plugin" {
+		if forbidden[pkg] {
 			t.Errorf("cmd/nodeward links %s with -tags grpcnotrace; see BUILD_TAGS in the Makefile and the agent RSS notes in docs/benchmarks.md", pkg)
 		}
 	}

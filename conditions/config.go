@@ -66,7 +66,8 @@ type MemoryConfig struct {
 	PSISomeAvg10Percent float64 `json:"psiSomeAvg10Percent"`
 	PSIFullAvg10Percent float64 `json:"psiFullAvg10Percent"`
 	// Trigger is a PSI trigger ("some 150000 2000000": 150 ms of stall in a
-	// 2 s window) that wakes the probe at once; empty disables it.
+	// 2 s window). Each kernel event wakes the probe at once and is
+	// pressure for the next 1.5 windows; empty disables it.
 	Trigger      string          `json:"trigger"`
 	PollInterval metav1.Duration `json:"pollInterval"`
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/procfs"
@@ -13,11 +14,17 @@ import (
 )
 
 // MemoryProbe compares MemAvailable and memory PSI with thresholds. A PSI
-// trigger, where the kernel accepts one, wakes it at once.
+// trigger, where the kernel accepts one, is a threshold of its own: each
+// event the kernel sends wakes the probe, and a sample taken within one
+// trigger window of an event is bad.
 type MemoryProbe struct {
 	cfg      MemoryConfig
 	procRoot string
 	metrics  *Metrics
+	// lastTrigger is when the kernel last signalled the trigger (Unix ns;
+	// 0: never). The kernel signals at most once per window while the
+	// stall lasts.
+	lastTrigger atomic.Int64
 }
 
 // NewMemoryProbe reads /proc under procRoot.
@@ -35,7 +42,23 @@ func (p *MemoryProbe) Notify(ctx context.Context, wake chan<- struct{}) error {
 		return fmt.Errorf("no PSI trigger configured")
 	}
 	armed := func(on bool) { p.metrics.psiTriggerActive.Set(boolFloat(on)) }
-	return psiTrigger{path: pressurePath(p.procRoot, "memory"), trigger: p.cfg.Trigger, armed: armed}.watch(ctx, wake)
+	fired := func() {
+		p.lastTrigger.Store(time.Now().UnixNano())
+		p.metrics.psiTriggerEvents.Inc()
+	}
+	return psiTrigger{path: pressurePath(p.procRoot, "memory"), trigger: p.cfg.Trigger, armed: armed, fired: fired}.watch(ctx, wake)
+}
+
+// triggerFiredRecently tells whether the kernel signalled the trigger
+// within the last window (plus half a window: events are rate-limited to
+// one per window, so one may come a little late while the stall goes on).
+func (p *MemoryProbe) triggerFiredRecently(now time.Time) bool {
+	last := p.lastTrigger.Load()
+	if last == 0 {
+		return false
+	}
+	window := psiTriggerWindow(p.cfg.Trigger)
+	return now.Sub(time.Unix(0, last)) <= window+window/2
 }
 
 // Sample reads meminfo and, when present, memory PSI. Without meminfo the
@@ -65,6 +88,9 @@ func (p *MemoryProbe) Sample(context.Context) Signal {
 		problems = append(problems, fmt.Sprintf("MemAvailable %.1f%% below %.1f%%", availPct, p.cfg.MinAvailablePercent))
 	}
 	summary := fmt.Sprintf("MemAvailable %d of %d bytes (%.1f%%)", avail, total, availPct)
+	if p.triggerFiredRecently(s.At) {
+		problems = append(problems, fmt.Sprintf("PSI trigger %q fired (memory stall above its threshold)", p.cfg.Trigger))
+	}
 	psi, psiErr := fs.PSIStatsForResource("memory")
 	if psiErr == nil {
 		p.recordPSI(psi)

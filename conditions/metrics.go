@@ -24,6 +24,7 @@ type Metrics struct {
 	detectionToWrite          *prometheus.HistogramVec
 	apiRequests               *prometheus.CounterVec
 	psiTriggerActive          prometheus.Gauge
+	psiTriggerEvents          prometheus.Counter
 }
 
 // NewMetrics registers the health metrics on reg.
@@ -61,10 +62,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nodeward_api_requests_total",
 			Help: "Requests to the Kubernetes API, by method."}, []string{"method"}),
 		psiTriggerActive: g("pressure_memory_trigger_active", "1 while a memory PSI trigger wakes the probe."),
+		psiTriggerEvents: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodeward_pressure_memory_trigger_events_total",
+			Help: "Events of the memory PSI trigger: each is a memory stall above the trigger's threshold."}),
 	}
 	reg.MustRegister(m.memAvailable, m.memTotal, m.psiAverage, m.psiStalled, m.fsAvail, m.fsSize,
 		m.fsFiles, m.fsFilesFree, m.processes, m.processesLimit, m.networkUp, m.runtimeUp,
-		m.conditionStatus, m.probeErrors, m.netlinkResubscribes, m.detectionToWrite, m.apiRequests, m.psiTriggerActive)
+		m.conditionStatus, m.probeErrors, m.netlinkResubscribes, m.detectionToWrite, m.apiRequests, m.psiTriggerActive,
+		m.psiTriggerEvents)
 	return m
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/nodeward/nodeward/test/testenv"
 )
 
@@ -136,5 +138,55 @@ func TestPSITriggerRegistersOnRealProc(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "multiples of 2 s") {
 			t.Errorf("unprivileged 1.5 s window: %v, want EINVAL with the hint", err)
 		}
+	}
+}
+
+// TestPSITriggerFiresUnderRealMemoryPressure: real memory stall (a
+// thrasher in a 32 MiB memory cgroup) fires the default trigger on the
+// real /proc, and a sample taken then is bad because of it; once the
+// thrasher stops, samples turn healthy again.
+func TestPSITriggerFiresUnderRealMemoryPressure(t *testing.T) {
+	t.Parallel()
+	thrash := testenv.NewMemoryThrash(t, 32<<20)
+	cfg := DefaultConfig().Memory
+	cfg.MinAvailablePercent = 0 // only PSI decides here
+	probe := NewMemoryProbe(cfg, "/proc", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wake := make(chan struct{}, 1)
+	notified := make(chan error, 1)
+	go func() { notified <- probe.Notify(ctx, wake) }()
+	// Wait until the kernel has accepted the trigger before the stall starts.
+	waitUntil(t, 10*time.Second, "the trigger to be armed", func() bool { return triggerArmed(probe) })
+	stop := thrash.Start(t)
+	select {
+	case <-wake:
+	case err := <-notified:
+		t.Fatalf("trigger watch ended: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("no PSI trigger event in 60 s of memory thrashing")
+	}
+	s := probe.Sample(ctx)
+	if s.Health != Unhealthy || !strings.Contains(s.Message, "PSI trigger") {
+		t.Fatalf("sample after the trigger event: %v %q, want Unhealthy naming the trigger", s.Health, s.Message)
+	}
+	stop()
+	waitUntil(t, 30*time.Second, "a healthy sample after the thrashing stopped", func() bool {
+		return probe.Sample(ctx).Health == Healthy
+	})
+}
+
+func triggerArmed(p *MemoryProbe) bool {
+	return testutil.ToFloat64(p.metrics.psiTriggerActive) == 1
+}
+
+func waitUntil(t *testing.T, timeout time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -40,6 +41,21 @@ type psiTrigger struct {
 	trigger string
 	// armed, when set, is called once the kernel accepted the trigger.
 	armed func(bool)
+	// fired, when set, is called on each event, before the wake-up.
+	fired func()
+}
+
+// psiTriggerWindow is the window of a valid trigger; 0 for an invalid one.
+func psiTriggerWindow(trigger string) time.Duration {
+	fields := strings.Fields(trigger)
+	if len(fields) != 3 {
+		return 0
+	}
+	us, err := strconv.ParseUint(fields[2], 10, 32)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(us) * time.Microsecond
 }
 
 // watch registers the trigger and blocks until ctx ends. It returns at once
@@ -101,6 +117,9 @@ func (p psiTrigger) watch(ctx context.Context, wake chan<- struct{}) error {
 			return fmt.Errorf("PSI trigger on %s reported an error (the file went away?)", p.path)
 		}
 		if fds[0].Revents&unix.POLLPRI != 0 {
+			if p.fired != nil {
+				p.fired()
+			}
 			wakeUp(wake)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -184,11 +185,16 @@ func TestHealthPublishesConditionsTaintsAndLease(t *testing.T) {
 		return m != nil && p != nil && m.Status == corev1.ConditionFalse && p.Status == corev1.ConditionFalse
 	})
 	cluster.WaitFor(t, 10*time.Second, "agent ready", func(context.Context) (bool, error) { ok, _ := h.Ready(); return ok, nil })
-	lease, err := client.CoordinationV1().Leases(v1alpha1.AgentLeaseNamespace).Get(context.Background(),
-		v1alpha1.AgentLeaseName(node), metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("liveness Lease: %v", err)
-	}
+	// The Lease is written beside the conditions, not before readiness.
+	var lease *coordinationv1.Lease
+	cluster.WaitFor(t, 10*time.Second, "liveness Lease", func(ctx context.Context) (bool, error) {
+		l, err := client.CoordinationV1().Leases(v1alpha1.AgentLeaseNamespace).Get(ctx, v1alpha1.AgentLeaseName(node), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		lease = l
+		return err == nil, err
+	})
 	if *lease.Spec.HolderIdentity != node || len(lease.OwnerReferences) != 1 || lease.OwnerReferences[0].Name != node {
 		t.Errorf("Lease holder %q owners %+v, want the node", *lease.Spec.HolderIdentity, lease.OwnerReferences)
 	}

@@ -2,12 +2,14 @@ package conditions
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
@@ -46,7 +48,17 @@ func (p *MemoryProbe) Notify(ctx context.Context, wake chan<- struct{}) error {
 		p.lastTrigger.Store(time.Now().UnixNano())
 		p.metrics.psiTriggerEvents.Inc()
 	}
-	return psiTrigger{path: pressurePath(p.procRoot, "memory"), trigger: p.cfg.Trigger, armed: armed, fired: fired}.watch(ctx, wake)
+	t := psiTrigger{path: pressurePath(p.procRoot, "memory"), trigger: p.cfg.Trigger, armed: armed, fired: fired}
+	err := t.watch(ctx, wake)
+	if own := pressurePath("/proc", "memory"); errors.Is(err, unix.EROFS) && t.path != own {
+		// The DaemonSet mounts the host's /proc read-only, where a trigger
+		// cannot be written. /proc/pressure is system-wide in every PID and
+		// cgroup namespace, so the agent's own /proc has the same stall
+		// figures and takes the trigger.
+		t.path = own
+		return t.watch(ctx, wake)
+	}
+	return err
 }
 
 // triggerFiredRecently tells whether the kernel signalled the trigger

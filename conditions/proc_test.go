@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/sys/unix"
 
 	"github.com/nodeward/nodeward/test/testenv"
 )
@@ -188,5 +189,45 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, ok func() bool)
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestPSITriggerWithReadOnlyHostProc: the DaemonSet mounts the host's /proc
+// read-only at /host/proc, where writing a trigger fails with EROFS; the
+// probe then arms the trigger on its own /proc, whose PSI is the same
+// system-wide figures.
+func TestPSITriggerWithReadOnlyHostProc(t *testing.T) {
+	t.Parallel()
+	testenv.RequireRoot(t)
+	testenv.Require(t, fileExists("/proc/pressure/memory"), "kernel without PSI")
+	root := t.TempDir()
+	if err := unix.Mount("proc", root, "proc", unix.MS_RDONLY, ""); err != nil {
+		t.Fatalf("mount a read-only procfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(root, unix.MNT_DETACH) })
+	if fd, err := unix.Open(root+"/pressure/memory", unix.O_RDWR, 0); err == nil {
+		unix.Close(fd)
+		t.Fatal("the read-only procfs accepted a write open; the test proves nothing")
+	}
+	probe := NewMemoryProbe(DefaultConfig().Memory, root, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- probe.Notify(ctx, make(chan struct{}, 1)) }()
+	deadline := time.After(10 * time.Second)
+	for !triggerArmed(probe) {
+		select {
+		case err := <-done:
+			t.Fatalf("trigger watch on a read-only host /proc ended: %v", err)
+		case <-deadline:
+			t.Fatal("trigger never armed")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if s := probe.Sample(ctx); s.Health == Unknown {
+		t.Errorf("sample from the read-only /proc: %v %q", s.Health, s.Message)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("watch after cancel: %v", err)
 	}
 }

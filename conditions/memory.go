@@ -23,6 +23,8 @@ type MemoryProbe struct {
 	cfg      MemoryConfig
 	procRoot string
 	metrics  *Metrics
+	// triggerWindow is the trigger's window (0: no valid trigger).
+	triggerWindow time.Duration
 	// lastTrigger is when the kernel last signalled the trigger (Unix ns;
 	// 0: never). The kernel signals at most once per window while the
 	// stall lasts.
@@ -31,7 +33,10 @@ type MemoryProbe struct {
 
 // NewMemoryProbe reads /proc under procRoot.
 func NewMemoryProbe(cfg MemoryConfig, procRoot string, m *Metrics) *MemoryProbe {
-	return &MemoryProbe{cfg: cfg, procRoot: procRoot, metrics: orDiscard(m)}
+	// The config was validated at load; an invalid trigger leaves the
+	// window at 0, and Notify reports the kernel's refusal.
+	window, _ := parsePSITrigger(cfg.Trigger)
+	return &MemoryProbe{cfg: cfg, procRoot: procRoot, metrics: orDiscard(m), triggerWindow: window}
 }
 
 func (p *MemoryProbe) Interval() time.Duration             { return p.cfg.PollInterval.Duration }
@@ -69,8 +74,7 @@ func (p *MemoryProbe) triggerFiredRecently(now time.Time) bool {
 	if last == 0 {
 		return false
 	}
-	window := psiTriggerWindow(p.cfg.Trigger)
-	return now.Sub(time.Unix(0, last)) <= window+window/2
+	return now.Sub(time.Unix(0, last)) <= p.triggerWindow+p.triggerWindow/2
 }
 
 // Sample reads meminfo and, when present, memory PSI. Without meminfo the

@@ -16,22 +16,28 @@ import (
 // ValidatePSITrigger checks "some|full <stall µs> <window µs>" with the
 // kernel's bounds: a window of 500 ms to 10 s and a stall within it.
 func ValidatePSITrigger(trigger string) error {
+	_, err := parsePSITrigger(trigger)
+	return err
+}
+
+// parsePSITrigger validates a trigger and returns its window.
+func parsePSITrigger(trigger string) (window time.Duration, err error) {
 	fields := strings.Fields(trigger)
 	if len(fields) != 3 || (fields[0] != "some" && fields[0] != "full") {
-		return errors.New(`want "some|full <stall µs> <window µs>"`)
+		return 0, errors.New(`want "some|full <stall µs> <window µs>"`)
 	}
 	stall, err1 := strconv.ParseUint(fields[1], 10, 32)
-	window, err2 := strconv.ParseUint(fields[2], 10, 32)
+	windowUS, err2 := strconv.ParseUint(fields[2], 10, 32)
 	if err1 != nil || err2 != nil {
-		return errors.New("stall and window must be whole microseconds")
+		return 0, errors.New("stall and window must be whole microseconds")
 	}
-	if window < 500_000 || window > 10_000_000 {
-		return errors.New("window must be between 500000 and 10000000 µs")
+	if windowUS < 500_000 || windowUS > 10_000_000 {
+		return 0, errors.New("window must be between 500000 and 10000000 µs")
 	}
-	if stall == 0 || stall > window {
-		return errors.New("stall must be positive and at most the window")
+	if stall == 0 || stall > windowUS {
+		return 0, errors.New("stall must be positive and at most the window")
 	}
-	return nil
+	return time.Duration(windowUS) * time.Microsecond, nil
 }
 
 // psiTrigger wakes its caller each time the kernel signals that trigger's
@@ -43,19 +49,6 @@ type psiTrigger struct {
 	armed func(bool)
 	// fired, when set, is called on each event, before the wake-up.
 	fired func()
-}
-
-// psiTriggerWindow is the window of a valid trigger; 0 for an invalid one.
-func psiTriggerWindow(trigger string) time.Duration {
-	fields := strings.Fields(trigger)
-	if len(fields) != 3 {
-		return 0
-	}
-	us, err := strconv.ParseUint(fields[2], 10, 32)
-	if err != nil {
-		return 0
-	}
-	return time.Duration(us) * time.Microsecond
 }
 
 // watch registers the trigger and blocks until ctx ends. It returns at once

@@ -15,8 +15,6 @@ import (
 	"github.com/nodeward/nodeward/test/cluster"
 )
 
-// fastLease is short enough for tests and keeps client-go's proportions.
-var fastLease = coordinator.LeaderOptions{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond}
 
 // leadership records who leads, and fails the test if two ever do at once.
 type leadership struct {
@@ -25,6 +23,17 @@ type leadership struct {
 	current string
 	history []string
 	started map[string]time.Time
+}
+
+func newLeadership(t *testing.T) *leadership {
+	return &leadership{t: t, started: map[string]time.Time{}}
+}
+
+// leaderOptions are timings short enough for tests, in client-go's
+// proportions, for identity id on the Lease in namespace ns.
+func leaderOptions(ns, id string) coordinator.LeaderOptions {
+	return coordinator.LeaderOptions{Namespace: ns, Identity: id,
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond}
 }
 
 func (l *leadership) lead(id string) func(context.Context) {
@@ -54,7 +63,7 @@ func TestLeaderElectionOneLeaderAtATimeAndHandOver(t *testing.T) {
 	t.Parallel()
 	cp, _ := setup(t)
 	ns := cp.Namespace(t)
-	rec := &leadership{t: t, started: map[string]time.Time{}}
+	rec := newLeadership(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stops := map[string]context.CancelFunc{}
@@ -63,8 +72,7 @@ func TestLeaderElectionOneLeaderAtATimeAndHandOver(t *testing.T) {
 		id := fmt.Sprintf("replica-%d", i)
 		cctx, stop := context.WithCancel(ctx)
 		stops[id] = stop
-		opts := fastLease
-		opts.Namespace, opts.Identity = ns, id
+		opts := leaderOptions(ns, id)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -103,7 +111,7 @@ func TestLeaderElectionOneLeaderAtATimeAndHandOver(t *testing.T) {
 		})
 		// A released Lease is taken well before a whole lease duration.
 		next := rec.leader()
-		if took := rec.started[next].Sub(stoppedAt); took >= fastLease.LeaseDuration {
+		if took := rec.started[next].Sub(stoppedAt); took >= leaderOptions(ns, next).LeaseDuration {
 			t.Errorf("round %d: %s took over %v after the release, not at once", round, next, took)
 		}
 	}
@@ -129,11 +137,10 @@ func TestLeaderElectionWaitsOutAForeignLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	rec := &leadership{t: t, started: map[string]time.Time{}}
+	rec := newLeadership(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	opts := fastLease
-	opts.Namespace, opts.Identity = ns, "heir"
+	opts := leaderOptions(ns, "heir")
 	go func() { _ = coordinator.RunLeading(ctx, cp.Kube(), opts, nil, rec.lead("heir")) }()
 	cluster.WaitFor(t, 15*time.Second, "the heir to lead", func(context.Context) (bool, error) {
 		return rec.leader() == "heir", nil
@@ -151,13 +158,12 @@ func TestLeaderElectionStepsDownWhenItCannotRenew(t *testing.T) {
 	t.Parallel()
 	cp, _ := setup(t)
 	ns := cp.Namespace(t)
-	rec := &leadership{t: t, started: map[string]time.Time{}}
+	rec := newLeadership(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	opts := fastLease
+	opts := leaderOptions(ns, "leader")
 	// A long lease keeps the intruder's claim valid for the whole test.
 	opts.LeaseDuration = 30 * time.Second
-	opts.Namespace, opts.Identity = ns, "leader"
 	returned := make(chan error, 1)
 	go func() { returned <- coordinator.RunLeading(ctx, cp.Kube(), opts, nil, rec.lead("leader")) }()
 	cluster.WaitFor(t, 15*time.Second, "the leader to lead", func(context.Context) (bool, error) {

@@ -15,7 +15,6 @@ import (
 	"github.com/nodeward/nodeward/test/cluster"
 )
 
-
 // leadership records who leads, and fails the test if two ever do at once.
 type leadership struct {
 	t       *testing.T

@@ -237,7 +237,7 @@ func newUncordonCommand() *cobra.Command {
 		Short: "Lift nodeward's own cordon of a node (an administrator's cordon only with --force)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			client, err := conn.clientset()
+			client, err := conn.client()
 			if err != nil {
 				return err
 			}

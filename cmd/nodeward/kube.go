@@ -38,14 +38,14 @@ func (f *kubeFlags) restConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-func (f *kubeFlags) clientset() (*kube.Client, error) {
+func (f *kubeFlags) client() (*kube.Client, error) {
 	cfg, err := f.restConfig()
 	if err != nil {
 		return nil, err
 	}
-	cs, err := kube.NewForConfig(cfg)
+	c, err := kube.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create Kubernetes client: %w", err)
 	}
-	return cs, nil
+	return c, nil
 }

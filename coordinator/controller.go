@@ -320,7 +320,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		if !ok {
 			silent = append(silent, n)
 		}
-		views = append(views, viewNode(n, ok))
+		views = append(views, viewNode(n, ok, pool.Spec.OSImage))
 	}
 	c.mu.Lock()
 	pending := make(map[string]bool, len(c.pending))

@@ -149,7 +149,7 @@ func watchInvariant(ctx context.Context, t *testing.T, cp *cluster.ControlPlane,
 			// A granted node is unavailable until its agent reports Done for
 			// that grant (docs/protocol.md).
 			grant, granted := node.Annotations[v1alpha1.AnnotationGrant]
-			finished := node.Annotations[v1alpha1.AnnotationState] == v1alpha1.StepDone &&
+			finished := v1alpha1.Step(node.Annotations[v1alpha1.AnnotationState]) == v1alpha1.StepDone &&
 				node.Annotations[v1alpha1.AnnotationStateGrant] == grant
 			granted = granted && !finished
 			down[node.Name] = ev.Type != watch.Deleted && (granted || node.Spec.Unschedulable || !cluster.NodeReady(node))

@@ -18,54 +18,41 @@ type nodeView struct {
 	name      string
 	zone      string
 	created   time.Time
-	ready     bool
-	cordoned  bool
-	byAdmin   bool // cordoned by someone other than nodeward
 	held      bool
 	leaseOK   bool // the agent's Lease is present and unexpired
-	unhealthy []string
 	grant     string
-	state     string
+	state     v1alpha1.Step
 	stateTgt  string
 	stateGrnt string
 	staged    string
 	target    string
 	yieldedAt time.Time
 	reason    string
+	// down and why are v1alpha1.Unavailable's verdict for the pool's target.
+	down bool
+	why  string
 }
 
-func viewNode(node *corev1.Node, leaseOK bool) nodeView {
+func viewNode(node *corev1.Node, leaseOK bool, target string) nodeView {
 	a := node.Annotations
 	v := nodeView{
 		name:      node.Name,
 		zone:      node.Labels[zoneLabel],
 		created:   node.CreationTimestamp.Time,
-		cordoned:  node.Spec.Unschedulable,
 		leaseOK:   leaseOK,
 		grant:     a[v1alpha1.AnnotationGrant],
-		state:     a[v1alpha1.AnnotationState],
+		state:     v1alpha1.Step(a[v1alpha1.AnnotationState]),
 		stateTgt:  a[v1alpha1.AnnotationStateTarget],
 		stateGrnt: a[v1alpha1.AnnotationStateGrant],
 		staged:    a[v1alpha1.AnnotationStaged],
 		target:    a[v1alpha1.AnnotationTarget],
 		reason:    a[v1alpha1.AnnotationReason],
 	}
-	_, ours := a[v1alpha1.AnnotationCordonedBy]
-	v.byAdmin = v.cordoned && !ours
 	_, v.held = a[v1alpha1.AnnotationHold]
 	if t, err := time.Parse(time.RFC3339, a[v1alpha1.AnnotationYieldedAt]); err == nil {
 		v.yieldedAt = t
 	}
-	for _, c := range node.Status.Conditions {
-		switch {
-		case c.Type == corev1.NodeReady:
-			v.ready = c.Status == corev1.ConditionTrue
-		case c.Type == corev1.NodeDiskPressure || c.Type == corev1.NodeNetworkUnavailable || v1alpha1.IsHealthCondition(c.Type):
-			if c.Status == corev1.ConditionTrue {
-				v.unhealthy = append(v.unhealthy, string(c.Type))
-			}
-		}
-	}
+	v.down, v.why = v1alpha1.Unavailable(node, v1alpha1.NodeAvailability{Target: target, AgentAlive: leaseOK})
 	return v
 }
 
@@ -82,26 +69,8 @@ func (v nodeView) degraded(target string) bool {
 	return v.stateTgt == target && v.state == v1alpha1.StepDegraded
 }
 
-// unavailable implements the pool's disruption count: not Ready, under
-// pressure, cordoned, updating (granted), failing on the target, or with a
-// silent agent.
-func (v nodeView) unavailable(target string) (bool, string) {
-	switch {
-	case v.granted():
-		return true, "updating"
-	case !v.ready:
-		return true, "not Ready"
-	case v.cordoned:
-		return true, "cordoned"
-	case len(v.unhealthy) > 0:
-		return true, "unhealthy: " + v.unhealthy[0]
-	case v.degraded(target):
-		return true, "degraded: " + v.reason
-	case !v.leaseOK:
-		return true, "agent liveness Lease expired or missing"
-	}
-	return false, ""
-}
+// unavailable is the pool's disruption count (v1alpha1.Unavailable).
+func (v nodeView) unavailable() (bool, string) { return v.down, v.why }
 
 // coordinatorAnnotations are written by the coordinator itself; a change to
 // them alone never calls for a new plan.

@@ -102,7 +102,7 @@ func planPool(pool *v1alpha1.UpdatePool, nodes []nodeView, pending map[string]bo
 			busyZones[n.zone] = true
 			continue
 		}
-		if down, why := n.unavailable(target); down {
+		if down, why := n.unavailable(); down {
 			p.unavailable[n.name] = why
 			if n.granted() {
 				busyZones[n.zone] = true

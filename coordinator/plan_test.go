@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -22,17 +23,50 @@ func pool(mu intstr.IntOrString, mut ...func(*v1alpha1.UpdatePoolSpec)) *v1alpha
 	return p
 }
 
-func healthy(n int, zones ...string) []nodeView {
+// fleet is a set of Nodes as the coordinator's cache would hold them; tests
+// change the Nodes and plan over fresh views, so that the plan sees what
+// v1alpha1.Unavailable makes of real objects.
+type fleet []*corev1.Node
+
+func healthy(n int, zones ...string) fleet {
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	out := make([]nodeView, n)
+	out := make(fleet, n)
 	for i := range out {
-		out[i] = nodeView{name: fmt.Sprintf("n%02d", i), ready: true, leaseOK: true,
-			created: base.Add(time.Duration(i) * time.Minute), target: "quay.io/os:2", staged: "quay.io/os:2"}
-		if len(zones) > 0 {
-			out[i].zone = zones[i%len(zones)]
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%02d", i), Labels: map[string]string{},
+				CreationTimestamp: metav1.NewTime(base.Add(time.Duration(i) * time.Minute)),
+				Annotations: map[string]string{
+					v1alpha1.AnnotationTarget: "quay.io/os:2", v1alpha1.AnnotationStaged: "quay.io/os:2",
+				}},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
 		}
+		if len(zones) > 0 {
+			node.Labels[zoneLabel] = zones[i%len(zones)]
+		}
+		out[i] = node
 	}
 	return out
+}
+
+// views are the nodes as the plan of a pool with target "quay.io/os:2" sees
+// them; the named nodes' agents are silent.
+func (f fleet) views(silent ...string) []nodeView {
+	out := make([]nodeView, len(f))
+	for i, n := range f {
+		out[i] = viewNode(n, !slices.Contains(silent, n.Name), "quay.io/os:2")
+	}
+	return out
+}
+
+// annotate sets annotations of node i ("" removes one).
+func (f fleet) annotate(i int, kv ...string) {
+	for j := 0; j+1 < len(kv); j += 2 {
+		if kv[j+1] == "" {
+			delete(f[i].Annotations, kv[j])
+			continue
+		}
+		f[i].Annotations[kv[j]] = kv[j+1]
+	}
 }
 
 var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC) // a Sunday
@@ -66,16 +100,16 @@ func TestMaxUnavailableResolution(t *testing.T) {
 
 func TestPlanGrantsUpToBudgetAndCountsUnavailable(t *testing.T) {
 	nodes := healthy(10)
-	nodes[0].ready = false                           // counts against the budget
-	nodes[1].grant, nodes[1].state = "g", "Draining" // updating
-	p, err := planPool(pool(intstr.FromInt32(3)), nodes, map[string]bool{"n02": true}, now)
+	nodes[0].Status.Conditions[0].Status = corev1.ConditionFalse                          // counts against the budget
+	nodes.annotate(1, v1alpha1.AnnotationGrant, "g", v1alpha1.AnnotationState, "Draining") // updating
+	p, err := planPool(pool(intstr.FromInt32(3)), nodes.views(), map[string]bool{"n02": true}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(p.unavailable) != 3 || len(p.grant) != 0 {
 		t.Fatalf("3 unavailable (not Ready, granted, pending) of 3: want no grant, got unavailable=%v grant=%v", p.unavailable, p.grant)
 	}
-	p, _ = planPool(pool(intstr.FromInt32(5)), nodes, map[string]bool{"n02": true}, now)
+	p, _ = planPool(pool(intstr.FromInt32(5)), nodes.views(), map[string]bool{"n02": true}, now)
 	if len(p.grant) != 2 || p.grant[0] != "n03" || p.grant[1] != "n04" {
 		t.Fatalf("budget 5 with 3 unavailable: want the two oldest (n03, n04), got %v", p.grant)
 	}
@@ -83,14 +117,13 @@ func TestPlanGrantsUpToBudgetAndCountsUnavailable(t *testing.T) {
 
 func TestPlanSkipsAdminCordonedHeldSilentAndPaused(t *testing.T) {
 	nodes := healthy(4)
-	nodes[0].cordoned, nodes[0].byAdmin = true, true
-	nodes[1].held = true
-	nodes[2].leaseOK = false
-	p, _ := planPool(pool(intstr.FromInt32(10)), nodes, nil, now)
+	nodes[0].Spec.Unschedulable = true // by an admin: no cordoned-by record
+	nodes.annotate(1, v1alpha1.AnnotationHold, "maintenance")
+	p, _ := planPool(pool(intstr.FromInt32(10)), nodes.views("n02"), nil, now)
 	if len(p.grant) != 1 || p.grant[0] != "n03" {
 		t.Fatalf("want only n03 granted, got %v", p.grant)
 	}
-	p, _ = planPool(pool(intstr.FromInt32(10), func(s *v1alpha1.UpdatePoolSpec) { s.Paused = true }), healthy(3), nil, now)
+	p, _ = planPool(pool(intstr.FromInt32(10), func(s *v1alpha1.UpdatePoolSpec) { s.Paused = true }), healthy(3).views(), nil, now)
 	if len(p.grant) != 0 || p.waiting != "pool is paused" {
 		t.Fatalf("paused pool: want no grant, got %v (%q)", p.grant, p.waiting)
 	}
@@ -98,14 +131,14 @@ func TestPlanSkipsAdminCordonedHeldSilentAndPaused(t *testing.T) {
 
 func TestPlanConfinesGrantsToOneZoneAndGrantsOnlyStaged(t *testing.T) {
 	nodes := healthy(6, "b", "a")
-	nodes[3].staged = "" // zone a, still downloading: not granted
-	p, _ := planPool(pool(intstr.FromInt32(4)), nodes, nil, now)
+	nodes.annotate(3, v1alpha1.AnnotationStaged, "") // zone a, still downloading: not granted
+	p, _ := planPool(pool(intstr.FromInt32(4)), nodes.views(), nil, now)
 	// No zone busy: zone "a" comes first by name; its nodes are n01 n03 n05.
 	if fmt.Sprint(p.grant) != "[n01 n05]" {
 		t.Fatalf("want zone a only, oldest first, staged only, got %v", p.grant)
 	}
-	nodes[0].grant = "g" // zone b busy now
-	p, _ = planPool(pool(intstr.FromInt32(4)), nodes, nil, now)
+	nodes.annotate(0, v1alpha1.AnnotationGrant, "g") // zone b busy now
+	p, _ = planPool(pool(intstr.FromInt32(4)), nodes.views(), nil, now)
 	if fmt.Sprint(p.grant) != "[n02 n04]" {
 		t.Fatalf("zone b busy: want n02 and n04, got %v", p.grant)
 	}
@@ -114,14 +147,14 @@ func TestPlanConfinesGrantsToOneZoneAndGrantsOnlyStaged(t *testing.T) {
 func TestPlanWaitsForStaging(t *testing.T) {
 	nodes := healthy(3)
 	for i := range nodes {
-		nodes[i].staged = ""
+		nodes.annotate(i, v1alpha1.AnnotationStaged, "")
 	}
-	p, _ := planPool(pool(intstr.FromInt32(2)), nodes, nil, now)
+	p, _ := planPool(pool(intstr.FromInt32(2)), nodes.views(), nil, now)
 	if len(p.grant) != 0 || p.waiting != "3 nodes still staging the target" {
 		t.Fatalf("nothing staged: grant %v waiting %q; want no grant, waiting for 3 nodes to stage", p.grant, p.waiting)
 	}
-	nodes[2].staged = "quay.io/os:2"
-	p, _ = planPool(pool(intstr.FromInt32(2)), nodes, nil, now)
+	nodes.annotate(2, v1alpha1.AnnotationStaged, "quay.io/os:2")
+	p, _ = planPool(pool(intstr.FromInt32(2)), nodes.views(), nil, now)
 	if fmt.Sprint(p.grant) != "[n02]" {
 		t.Fatalf("n02 staged: grant %v, want [n02]", p.grant)
 	}
@@ -129,17 +162,17 @@ func TestPlanWaitsForStaging(t *testing.T) {
 
 func TestPlanReleasesDoneAndYieldedAndQueuesYieldedLast(t *testing.T) {
 	nodes := healthy(3)
-	for i := range nodes[:2] {
-		nodes[i].grant, nodes[i].stateGrnt, nodes[i].stateTgt = "g", "g", "quay.io/os:2"
+	for i, state := range []string{"Done", "Yielded"} {
+		nodes.annotate(i, v1alpha1.AnnotationGrant, "g", v1alpha1.AnnotationStateGrant, "g",
+			v1alpha1.AnnotationStateTarget, "quay.io/os:2", v1alpha1.AnnotationState, state)
 	}
-	nodes[0].state, nodes[1].state = "Done", "Yielded"
-	p, _ := planPool(pool(intstr.FromInt32(1)), nodes, nil, now)
+	p, _ := planPool(pool(intstr.FromInt32(1)), nodes.views(), nil, now)
 	if fmt.Sprint(p.release) != "[n00 n01]" || fmt.Sprint(p.yielded) != "[n01]" {
 		t.Fatalf("release=%v yielded=%v", p.release, p.yielded)
 	}
 	fresh := healthy(3)
-	fresh[0].yieldedAt = now.Add(-time.Minute)
-	p, _ = planPool(pool(intstr.FromInt32(1)), fresh, nil, now)
+	fresh.annotate(0, v1alpha1.AnnotationYieldedAt, now.Add(-time.Minute).Format(time.RFC3339))
+	p, _ = planPool(pool(intstr.FromInt32(1)), fresh.views(), nil, now)
 	if fmt.Sprint(p.grant) != "[n01]" {
 		t.Fatalf("a node that yielded goes to the back of the queue: got %v", p.grant)
 	}
@@ -161,7 +194,7 @@ func TestPlanHonoursMaintenanceWindows(t *testing.T) {
 		{win([]string{"Mon"}, "11:00", "2h", ""), false},
 		{win(nil, "12:30", "1h", "Europe/Berlin"), true}, // 12:00 UTC is 13:00 in Berlin: open there, not in UTC
 	} {
-		p, err := planPool(tc.p, healthy(1), nil, now)
+		p, err := planPool(tc.p, healthy(1).views(), nil, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +203,7 @@ func TestPlanHonoursMaintenanceWindows(t *testing.T) {
 			t.Errorf("window %v %s+%s %s at %s: granted=%v, want %v", w.Days, w.Start, w.Duration, w.TimeZone, now, got, tc.open)
 		}
 	}
-	_, err := planPool(win(nil, "11:00", "2h", "Mars/Olympus"), healthy(1), nil, now)
+	_, err := planPool(win(nil, "11:00", "2h", "Mars/Olympus"), healthy(1).views(), nil, now)
 	if err == nil {
 		t.Fatal("unknown time zone: want an error naming it")
 	}
@@ -215,37 +248,39 @@ func TestPlanStagingBudget(t *testing.T) {
 	two := func(s *v1alpha1.UpdatePoolSpec) { s.MaxStaging = ptrInt32(2) }
 	nodes := healthy(6)
 	for i := range nodes {
-		nodes[i].target, nodes[i].staged = "quay.io/os:1", ""
+		nodes.annotate(i, v1alpha1.AnnotationTarget, "quay.io/os:1", v1alpha1.AnnotationStaged, "")
 	}
-	p, _ := planPool(pool(intstr.FromInt32(1), two, func(s *v1alpha1.UpdatePoolSpec) { s.Paused = true }), nodes, nil, now)
+	paused := func(s *v1alpha1.UpdatePoolSpec) { s.Paused = true }
+	p, _ := planPool(pool(intstr.FromInt32(1), two, paused), nodes.views(), nil, now)
 	if fmt.Sprint(p.setTarget) != "[n00 n01]" {
 		t.Fatalf("first wave: setTarget %v, want [n00 n01]", p.setTarget)
 	}
-	nodes[0].target, nodes[1].target = target, target // both downloading
-	p, _ = planPool(pool(intstr.FromInt32(1), two, func(s *v1alpha1.UpdatePoolSpec) { s.Paused = true }), nodes, nil, now)
+	nodes.annotate(0, v1alpha1.AnnotationTarget, target) // both downloading
+	nodes.annotate(1, v1alpha1.AnnotationTarget, target)
+	p, _ = planPool(pool(intstr.FromInt32(1), two, paused), nodes.views(), nil, now)
 	if len(p.setTarget) != 0 {
 		t.Fatalf("budget used up: setTarget %v, want none", p.setTarget)
 	}
-	nodes[0].staged = target // n00 done downloading
-	nodes[1].leaseOK = false // n01's agent went silent: it holds no share
-	p, _ = planPool(pool(intstr.FromInt32(1), two, func(s *v1alpha1.UpdatePoolSpec) { s.Paused = true }), nodes, nil, now)
+	nodes.annotate(0, v1alpha1.AnnotationStaged, target) // n00 done downloading
+	// n01's agent went silent: it holds no share.
+	p, _ = planPool(pool(intstr.FromInt32(1), two, paused), nodes.views("n01"), nil, now)
 	if fmt.Sprint(p.setTarget) != "[n02 n03]" {
 		t.Fatalf("after n00 staged and n01 went silent: setTarget %v, want [n02 n03]", p.setTarget)
 	}
 	// Unpaused, maxUnavailable 3: only the node that staged is granted;
 	// the budget is never exceeded by a grant.
-	nodes[2].target, nodes[3].target = target, target
-	nodes[1].leaseOK = true
-	p, _ = planPool(pool(intstr.FromInt32(3), two), nodes, nil, now)
+	nodes.annotate(2, v1alpha1.AnnotationTarget, target)
+	nodes.annotate(3, v1alpha1.AnnotationTarget, target)
+	p, _ = planPool(pool(intstr.FromInt32(3), two), nodes.views(), nil, now)
 	if fmt.Sprint(p.grant) != "[n00]" || len(p.setTarget) != 0 {
 		t.Fatalf("grant %v setTarget %v; want [n00] (the staged one) and no new target", p.grant, p.setTarget)
 	}
 	// No budget: every stale node at once.
 	stale := healthy(3)
 	for i := range stale {
-		stale[i].target, stale[i].staged = "quay.io/os:1", ""
+		stale.annotate(i, v1alpha1.AnnotationTarget, "quay.io/os:1", v1alpha1.AnnotationStaged, "")
 	}
-	p, _ = planPool(pool(intstr.FromInt32(1), func(s *v1alpha1.UpdatePoolSpec) { s.Paused = true }), stale, nil, now)
+	p, _ = planPool(pool(intstr.FromInt32(1), paused), stale.views(), nil, now)
 	if fmt.Sprint(p.setTarget) != "[n00 n01 n02]" {
 		t.Fatalf("no budget: setTarget %v, want every node", p.setTarget)
 	}

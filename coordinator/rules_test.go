@@ -95,7 +95,7 @@ func TestAdminCordonedHeldPausedAndControlPlane(t *testing.T) {
 		}
 		// Staging needs no slot; anything past Staged would mean a grant.
 		if g, ok := node.Annotations[v1alpha1.AnnotationGrant]; ok ||
-			(node.Annotations[v1alpha1.AnnotationState] != "" && node.Annotations[v1alpha1.AnnotationState] != v1alpha1.StepStaged) {
+			(node.Annotations[v1alpha1.AnnotationState] != "" && v1alpha1.Step(node.Annotations[v1alpha1.AnnotationState]) != v1alpha1.StepStaged) {
 			t.Errorf("node %s was touched: grant=%q state=%q", n, g, node.Annotations[v1alpha1.AnnotationState])
 		}
 		if n == wNodes[0] && !node.Spec.Unschedulable {

@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "slices"
+
 // The node protocol between the coordinator and the agents: annotations on
 // each Node (docs/protocol.md). The coordinator writes the first group, the
 // agent the second; neither writes the other's keys.
@@ -43,15 +45,63 @@ const (
 	AnnotationUnavailableSince = protocolPrefix + "unavailable-since"
 )
 
-// Agent steps the coordinator reads from AnnotationState.
+// Step names where the update lifecycle of a node stands: the agent writes
+// it to AnnotationState and the coordinator reads it. A step names the
+// action the agent is taking (or about to take); the agent persists the step
+// before the action starts, so after a crash the same action is redone.
+type Step string
+
+// The steps of one update, in order, then the terminal and side steps.
 const (
-	StepIdle     = "Idle"
-	StepStaging  = "Staging"
-	StepStaged   = "Staged"
-	StepDone     = "Done"
-	StepDegraded = "Degraded"
-	StepYielded  = "Yielded"
+	StepIdle           Step = "Idle"           // nothing to do: booted OS is the target
+	StepStaging        Step = "Staging"        // downloading and staging the target, finalization locked
+	StepStaged         Step = "Staged"         // staged, waiting for a slot
+	StepGranted        Step = "Granted"        // the coordinator granted a slot
+	StepHooksPreDrain  Step = "HooksPreDrain"  // waiting for pre-drain hooks to be removed
+	StepCordoning      Step = "Cordoning"      // marking the node unschedulable
+	StepDraining       Step = "Draining"       // evicting pods
+	StepHooksPreReboot Step = "HooksPreReboot" // waiting for pre-reboot hooks to be removed
+	StepFinalizing     Step = "Finalizing"     // unlocking the staged deployment
+	StepRebooting      Step = "Rebooting"      // reboot requested; resumes in Verifying after boot
+	StepVerifying      Step = "Verifying"      // checking the booted OS is the target
+	StepWaitingHealthy Step = "WaitingHealthy" // waiting for the node to serve again (NodeServing)
+	StepUncordoning    Step = "Uncordoning"    // making the node schedulable again (if nodeward cordoned it)
+	StepDone           Step = "Done"           // target booted and node back; slot released
+
+	StepYielding    Step = "Yielding"    // drain blocked too long: undoing the cordon to give the slot back
+	StepYielded     Step = "Yielded"     // slot given back without updating; retried on a later grant
+	StepRollingBack Step = "RollingBack" // verification failed: rolling back and rebooting
+	StepRolledBack  Step = "RolledBack"  // booted back into the previous deployment
+	StepDegraded    Step = "Degraded"    // needs an operator or a new target; keeps its slot
 )
+
+// AllSteps lists every step, for metrics and validation.
+func AllSteps() []Step {
+	return []Step{StepIdle, StepStaging, StepStaged, StepGranted, StepHooksPreDrain, StepCordoning,
+		StepDraining, StepHooksPreReboot, StepFinalizing, StepRebooting, StepVerifying, StepWaitingHealthy,
+		StepUncordoning, StepDone, StepYielding, StepYielded, StepRollingBack, StepRolledBack, StepDegraded}
+}
+
+// Valid reports whether s is a known step.
+func (s Step) Valid() bool {
+	return slices.Contains(AllSteps(), s)
+}
+
+// Disrupting reports whether a node in step s is (or may be) disrupted by
+// its update: from the cordon until the uncordon.
+func (s Step) Disrupting() bool {
+	switch s {
+	case StepCordoning, StepDraining, StepHooksPreReboot, StepFinalizing, StepRebooting, StepVerifying,
+		StepWaitingHealthy, StepUncordoning, StepYielding, StepRollingBack, StepRolledBack, StepDegraded:
+		return true
+	}
+	return false
+}
+
+// HoldsSlot reports whether a node in step s holds a slot of its pool.
+func (s Step) HoldsSlot() bool {
+	return s == StepGranted || s == StepHooksPreDrain || s.Disrupting()
+}
 
 // The disruption guard for NoExecute condition taints: a ConfigMap the
 // coordinator leader writes and agents read before applying a NoExecute

@@ -24,7 +24,6 @@ import (
 	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/coordinator"
 	"github.com/nodeward/nodeward/test/cluster"
-	"github.com/nodeward/nodeward/test/e2e"
 )
 
 var env cluster.Env
@@ -43,7 +42,7 @@ func setup(t *testing.T) (*cluster.ControlPlane, dynamic.Interface) {
 		t.Fatal(err)
 	}
 	crdOnce.Do(func() {
-		err = e2e.InstallPoolAPI(context.Background(), cp.Client(), dyn, "../manifests/crds/nodeward.io_updatepools.yaml")
+		err = cluster.InstallPoolAPI(context.Background(), cp.Client(), dyn, "../manifests/crds/nodeward.io_updatepools.yaml")
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +57,7 @@ const suiteLabel = "nodeward.test/suite"
 func createPool(t *testing.T, dyn dynamic.Interface, suite string, pool *v1alpha1.UpdatePool) {
 	t.Helper()
 	pool.Labels = map[string]string{suiteLabel: suite}
-	if err := e2e.CreatePool(context.Background(), dyn, pool); err != nil {
+	if err := cluster.CreatePool(context.Background(), dyn, pool); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -69,7 +68,7 @@ func createPool(t *testing.T, dyn dynamic.Interface, suite string, pool *v1alpha
 // renewLeases stands in for the agents' liveness Leases.
 func renewLeases(t *testing.T, cp *cluster.ControlPlane, nodes []string) {
 	t.Helper()
-	if err := e2e.CreateAgentLeases(context.Background(), cp.Client(), nodes); err != nil {
+	if err := cluster.CreateAgentLeases(context.Background(), cp.Client(), nodes); err != nil {
 		t.Fatal(err)
 	}
 }

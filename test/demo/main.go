@@ -104,7 +104,7 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := e2e.InstallPoolAPI(ctx, cp.Client(), dyn, "manifests/crds/nodeward.io_updatepools.yaml"); err != nil {
+	if err := cluster.InstallPoolAPI(ctx, cp.Client(), dyn, "manifests/crds/nodeward.io_updatepools.yaml"); err != nil {
 		return fmt.Errorf("%w (run the demo from the repository root)", err)
 	}
 	fmt.Printf("building nodeward and the rpm-ostree double...\n")
@@ -170,7 +170,7 @@ func run(ctx context.Context, o options) (err error) {
 			MaxUnavailable: ptr.To(intstr.FromInt(o.maxUnavailable)),
 		},
 	}
-	if err := e2e.CreatePool(ctx, dyn, pool); err != nil {
+	if err := cluster.CreatePool(ctx, dyn, pool); err != nil {
 		return err
 	}
 	status := func() {

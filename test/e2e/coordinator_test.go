@@ -31,7 +31,7 @@ func installPoolAPI(t *testing.T, cp *cluster.ControlPlane) dynamic.Interface {
 		t.Fatal(err)
 	}
 	crdOnce.Do(func() {
-		err = InstallPoolAPI(context.Background(), cp.Client(), dyn, "../../manifests/crds/nodeward.io_updatepools.yaml")
+		err = cluster.InstallPoolAPI(context.Background(), cp.Client(), dyn, "../../manifests/crds/nodeward.io_updatepools.yaml")
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func (p *pool) createPool(dyn dynamic.Interface, spec v1alpha1.UpdatePoolSpec) {
 		ObjectMeta: metav1.ObjectMeta{Name: p.prefix, Labels: map[string]string{poolLabel: p.prefix}},
 		Spec:       spec,
 	}
-	if err := CreatePool(context.Background(), dyn, pool); err != nil {
+	if err := cluster.CreatePool(context.Background(), dyn, pool); err != nil {
 		p.t.Fatal(err)
 	}
 	p.t.Cleanup(func() {
@@ -96,7 +96,7 @@ func TestRolloutWithCoordinator(t *testing.T) {
 	t.Parallel()
 	p := newPool(t, "coord", poolOptions{count: 10, maxUnavailable: 3, spec: cluster.NodeSpec{Zones: []string{"a", "b"}}})
 	dyn := installPoolAPI(t, p.cp)
-	if err := CreateAgentLeases(context.Background(), p.cp.Client(), p.names); err != nil {
+	if err := cluster.CreateAgentLeases(context.Background(), p.cp.Client(), p.names); err != nil {
 		t.Fatal(err)
 	}
 	ns := p.cp.Namespace(t)
@@ -151,7 +151,7 @@ func TestStagingBudgetWithCoordinator(t *testing.T) {
 	p := newPool(t, "stagebudget", poolOptions{count: 5, maxUnavailable: 1,
 		tune: func(n *SimNode) { n.Host.StageDelay = 2 * time.Second }})
 	dyn := installPoolAPI(t, p.cp)
-	if err := CreateAgentLeases(context.Background(), p.cp.Client(), p.names); err != nil {
+	if err := cluster.CreateAgentLeases(context.Background(), p.cp.Client(), p.names); err != nil {
 		t.Fatal(err)
 	}
 	p.createPool(dyn, v1alpha1.UpdatePoolSpec{OSImage: toOS, MaxUnavailable: ptr.To(intstr.FromInt32(1)),
@@ -182,7 +182,7 @@ func TestForceOnDrainTimeoutWithCoordinator(t *testing.T) {
 	ns := p.cp.Namespace(t)
 	blockDrain(p, name, ns) // never released: only force gets past it
 	dyn := installPoolAPI(t, p.cp)
-	if err := CreateAgentLeases(context.Background(), p.cp.Client(), p.names); err != nil {
+	if err := cluster.CreateAgentLeases(context.Background(), p.cp.Client(), p.names); err != nil {
 		t.Fatal(err)
 	}
 	p.createPool(dyn, v1alpha1.UpdatePoolSpec{OSImage: toOS, MaxUnavailable: ptr.To(intstr.FromInt32(1)),

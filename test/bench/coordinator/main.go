@@ -39,7 +39,6 @@ import (
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/test/cluster"
-	"github.com/nodeward/nodeward/test/e2e"
 )
 
 func main() {
@@ -69,7 +68,7 @@ func run(nodeCount, grantCount int, settle time.Duration) error {
 	cfg.QPS, cfg.Burst = 5000, 5000
 	client := kubernetes.NewForConfigOrDie(cfg)
 	dyn := dynamic.NewForConfigOrDie(cfg)
-	if err := e2e.InstallPoolAPI(ctx, client, dyn, repoPath("manifests/crds/nodeward.io_updatepools.yaml")); err != nil {
+	if err := cluster.InstallPoolAPI(ctx, client, dyn, repoPath("manifests/crds/nodeward.io_updatepools.yaml")); err != nil {
 		return err
 	}
 	start := time.Now()
@@ -182,7 +181,7 @@ func measure(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inter
 		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: "bench"}},
 		OSImage:      benchTarget, MaxUnavailable: ptr.To(intstr.FromInt32(1)),
 	}}
-	if err := e2e.CreatePool(ctx, dyn, pool); err != nil {
+	if err := cluster.CreatePool(ctx, dyn, pool); err != nil {
 		return nil, 0, err
 	}
 	var (

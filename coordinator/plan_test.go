@@ -100,7 +100,7 @@ func TestMaxUnavailableResolution(t *testing.T) {
 
 func TestPlanGrantsUpToBudgetAndCountsUnavailable(t *testing.T) {
 	nodes := healthy(10)
-	nodes[0].Status.Conditions[0].Status = corev1.ConditionFalse                          // counts against the budget
+	nodes[0].Status.Conditions[0].Status = corev1.ConditionFalse                           // counts against the budget
 	nodes.annotate(1, v1alpha1.AnnotationGrant, "g", v1alpha1.AnnotationState, "Draining") // updating
 	p, err := planPool(pool(intstr.FromInt32(3)), nodes.views(), map[string]bool{"n02": true}, now)
 	if err != nil {

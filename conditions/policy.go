@@ -8,10 +8,10 @@ import (
 )
 
 // DisruptionGuard says whether a NoExecute taint, which evicts pods, may be
-// applied to node now. The coordinator provides the real guard (it keeps
+// applied to node (the freshest copy the publisher has) now. The coordinator provides the real guard (it keeps
 // evictions within the pool's disruption budget); without one, NoExecute
 // is never written.
-type DisruptionGuard func(ctx context.Context, node string, taint corev1.Taint) bool
+type DisruptionGuard func(ctx context.Context, node *corev1.Node, taint corev1.Taint) bool
 
 // TaintTable is the policy table: which taint each True condition puts on
 // the node. nodeward owns every taint whose key appears in the table and no

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,21 +21,54 @@ import (
 // ever writes its own condition types (a strategic merge by type leaves the
 // kubelet's conditions alone) and only the taints its TaintTable owns.
 type Publisher struct {
-	client  *kube.Client
-	node    string
-	table   TaintTable
-	guard   DisruptionGuard
-	metrics *Metrics
-	log     *slog.Logger
+	client    *kube.Client
+	node      string
+	table     TaintTable
+	guard     DisruptionGuard
+	heartbeat time.Duration
+	metrics   *Metrics
+	log       *slog.Logger
+	now       func() time.Time
 
 	mu       sync.Mutex
 	withheld map[string]bool // NoExecute keys already reported withheld
+
+	// Kept by Run: the last heartbeat write, and whether conditions and
+	// taints were written at least once (or why not).
+	lastBeat time.Time
+	settled  atomic.Bool
+	lastErr  atomic.Pointer[string]
 }
 
-// NewPublisher writes to node. guard may be nil: NoExecute is then refused.
-func NewPublisher(client *kube.Client, node string, table TaintTable, guard DisruptionGuard, m *Metrics, log *slog.Logger) *Publisher {
-	return &Publisher{client: client, node: node, table: table, guard: guard, metrics: orDiscard(m), log: log,
-		withheld: map[string]bool{}}
+// PublisherConfig wires a Publisher.
+type PublisherConfig struct {
+	Client *kube.Client
+	Node   string
+	Taints TaintTable
+	// Guard allows NoExecute taints; nil refuses them all.
+	Guard DisruptionGuard
+	// Heartbeat is how often unchanged conditions are written again;
+	// 5 min when zero.
+	Heartbeat time.Duration
+	Metrics   *Metrics
+	Log       *slog.Logger
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// NewPublisher builds the writer of one Node's conditions and taints.
+func NewPublisher(cfg PublisherConfig) *Publisher {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 5 * time.Minute
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Publisher{client: cfg.Client, node: cfg.Node, table: cfg.Taints, guard: cfg.Guard, heartbeat: cfg.Heartbeat,
+		metrics: orDiscard(cfg.Metrics), log: cfg.Log, now: cfg.Now, withheld: map[string]bool{}}
 }
 
 // ConditionsOutdated reports whether node lacks one of conds or shows a
@@ -54,7 +88,7 @@ func ConditionsOutdated(node *corev1.Node, conds []Condition) bool {
 // lastTransitionTime of a condition whose status did not change (the agent
 // may have restarted). It returns the updated Node.
 func (p *Publisher) WriteConditions(ctx context.Context, node *corev1.Node, conds []Condition) (*corev1.Node, error) {
-	now := metav1.Now()
+	now := metav1.NewTime(p.now())
 	patchConds := make([]corev1.NodeCondition, 0, len(conds))
 	var transitioned []Condition
 	for _, c := range conds {
@@ -79,7 +113,7 @@ func (p *Publisher) WriteConditions(ctx context.Context, node *corev1.Node, cond
 	}
 	for _, c := range transitioned {
 		if !c.DetectedAt.IsZero() {
-			p.metrics.ObserveWrite(c.Type, time.Since(c.DetectedAt).Seconds())
+			p.metrics.ObserveWrite(c.Type, p.now().Sub(c.DetectedAt).Seconds())
 		}
 		p.log.Info("published condition", "node", p.node, "condition", c.Type, "status", c.Status, "reason", c.Reason)
 	}
@@ -88,12 +122,12 @@ func (p *Publisher) WriteConditions(ctx context.Context, node *corev1.Node, cond
 
 // DesiredTaints lists the taints conds call for, without any NoExecute
 // taint the disruption guard does not allow.
-func (p *Publisher) DesiredTaints(ctx context.Context, conds []Condition) []corev1.Taint {
+func (p *Publisher) DesiredTaints(ctx context.Context, node *corev1.Node, conds []Condition) []corev1.Taint {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []corev1.Taint
 	for _, t := range p.table.Desired(conds) {
-		if t.Effect == corev1.TaintEffectNoExecute && (p.guard == nil || !p.guard(ctx, p.node, t)) {
+		if t.Effect == corev1.TaintEffectNoExecute && (p.guard == nil || !p.guard(ctx, node, t)) {
 			if !p.withheld[t.Key] {
 				p.log.Warn("NoExecute taint withheld: the disruption guard does not allow it", "node", p.node, "taint", t.Key)
 				p.withheld[t.Key] = true
@@ -109,7 +143,7 @@ func (p *Publisher) DesiredTaints(ctx context.Context, conds []Condition) []core
 // TaintsOutdated reports whether node's taints differ from what conds call
 // for.
 func (p *Publisher) TaintsOutdated(ctx context.Context, node *corev1.Node, conds []Condition) bool {
-	_, changed := p.table.Merge(node.Spec.Taints, p.DesiredTaints(ctx, conds))
+	_, changed := p.table.Merge(node.Spec.Taints, p.DesiredTaints(ctx, node, conds))
 	return changed
 }
 
@@ -119,7 +153,7 @@ func (p *Publisher) TaintsOutdated(ctx context.Context, node *corev1.Node, conds
 // again and the merge redone. Taints nodeward does not own are kept as
 // they are. It returns the updated Node (node itself when nothing changed).
 func (p *Publisher) WriteTaints(ctx context.Context, node *corev1.Node, conds []Condition) (*corev1.Node, error) {
-	desired := p.DesiredTaints(ctx, conds)
+	desired := p.DesiredTaints(ctx, node, conds)
 	current := node
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if current == nil {

@@ -1,4 +1,6 @@
-// Package daemon is the node agent: it wires the probes, the drain and the OS
-// update together and runs the persisted update state machine that follows
-// the coordinator's grants through the node protocol.
+// Package daemon is the node agent: one API client, one watch of its own
+// Node shared by its two halves — host health (daemon/health) and the OS
+// update state machine (daemon/update) — readiness and sd_notify, and the
+// metrics endpoint. It owns the process lifecycle; cmd/nodeward only turns
+// flags into a Config. docs/architecture.md maps the packages.
 package daemon

@@ -25,6 +25,7 @@ import (
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/conditions"
+	"github.com/nodeward/nodeward/daemon/health"
 	"github.com/nodeward/nodeward/test/cluster"
 )
 
@@ -105,12 +106,18 @@ func (w *statusWrites) wrap(cfg *rest.Config) *rest.Config {
 	return cfg
 }
 
-func startHealth(t *testing.T, cfg HealthConfig) *Health {
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// startHealth runs the real agent with its health half only.
+func startHealth(t *testing.T, rc *rest.Config, node string, cfg conditions.Config, guard conditions.DisruptionGuard) *Agent {
 	t.Helper()
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	h, err := NewHealth(cfg)
+	h, err := New(Config{
+		RestConfig: rc, NodeName: node, Health: &HealthConfig{Conditions: cfg, Guard: guard},
+		MetricsAddress: cfg.MetricsAddress,
+		Log:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +127,7 @@ func startHealth(t *testing.T, cfg HealthConfig) *Health {
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("health Run: %v", err)
+			t.Errorf("agent Run: %v", err)
 		}
 	})
 	return h
@@ -178,7 +185,7 @@ func TestHealthPublishesConditionsTaintsAndLease(t *testing.T) {
 	node := cp.CreateNodes(t, cluster.NodeSpec{Prefix: "health-a", Count: 1, Taints: []corev1.Taint{foreign}})[0]
 	host := newFixtureHost(t)
 	var writes statusWrites
-	h := startHealth(t, HealthConfig{RestConfig: writes.wrap(cp.Config()), NodeName: node, Config: fixtureConfig(host.root)})
+	h := startHealth(t, writes.wrap(cp.Config()), node, fixtureConfig(host.root), nil)
 
 	waitNode(t, client, node, "memory and PID conditions False", func(n *corev1.Node) bool {
 		m, p := nodeCondition(n, v1alpha1.ConditionMemoryPressure), nodeCondition(n, v1alpha1.ConditionPIDPressure)
@@ -273,7 +280,8 @@ func addTaints(client kubernetes.Interface, node, prefix string, n int) error {
 }
 
 // TestNoExecuteNeedsTheDisruptionGuard: a NoExecute row is withheld
-// without a guard and written once the guard allows it.
+// while the coordinator publishes no guard and written once a guard allows
+// it.
 func TestNoExecuteNeedsTheDisruptionGuard(t *testing.T) {
 	t.Parallel()
 	cp := env.ControlPlane(t)
@@ -284,9 +292,9 @@ func TestNoExecuteNeedsTheDisruptionGuard(t *testing.T) {
 	host.setMemAvailablePercent(1)
 	cfg := fixtureConfig(host.root)
 	cfg.Taints = []conditions.TaintPolicy{{Condition: v1alpha1.ConditionMemoryPressure, Key: "nodeward.io/evict", Effect: corev1.TaintEffectNoExecute}}
-	startHealth(t, HealthConfig{RestConfig: cp.Config(), NodeName: nodes[0], Config: cfg})
-	allow := func(context.Context, string, corev1.Taint) bool { return true }
-	startHealth(t, HealthConfig{RestConfig: cp.Config(), NodeName: nodes[1], Config: cfg, Guard: allow})
+	startHealth(t, cp.Config(), nodes[0], cfg, nil) // the coordinator's guard: none published here
+	allow := func(context.Context, *corev1.Node, corev1.Taint) bool { return true }
+	startHealth(t, cp.Config(), nodes[1], cfg, allow)
 
 	waitNode(t, client, nodes[1], "NoExecute taint with an allowing guard", func(n *corev1.Node) bool {
 		return hasTaint(n, "nodeward.io/evict", corev1.TaintEffectNoExecute)
@@ -301,5 +309,35 @@ func TestNoExecuteNeedsTheDisruptionGuard(t *testing.T) {
 	}
 	if hasTaint(n, "nodeward.io/evict", corev1.TaintEffectNoExecute) {
 		t.Error("NoExecute taint written without a disruption guard")
+	}
+}
+
+// TestCoordinatorGuardReadsThePublishedConfigMap against the API server:
+// without a guard NoExecute is refused; with the zone Allowed it is allowed.
+func TestCoordinatorGuardReadsThePublishedConfigMap(t *testing.T) {
+	cp := env.ControlPlane(t)
+	ctx := context.Background()
+	nodes := cp.CreateNodes(t, cluster.NodeSpec{Prefix: "guardread", Count: 1, Zones: []string{"guardread-z"}})
+	guard := health.CoordinatorGuard(cp.Kube())
+	node, err := cp.Client().CoreV1().Nodes().Get(ctx, nodes[0], metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taint := corev1.Taint{Key: "nodeward.io/memory-pressure", Effect: corev1.TaintEffectNoExecute}
+	cms := cp.Client().CoreV1().ConfigMaps(v1alpha1.AgentLeaseNamespace)
+	if _, err := cp.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.AgentLeaseNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	_ = cms.Delete(ctx, v1alpha1.GuardConfigMapName, metav1.DeleteOptions{})
+	if guard(ctx, node, taint) {
+		t.Fatal("no guard published: NoExecute must be refused")
+	}
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.GuardConfigMapName},
+		Data: map[string]string{"zone.guardread-z": "Allowed"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cms.Delete(context.Background(), v1alpha1.GuardConfigMapName, metav1.DeleteOptions{}) })
+	if !guard(ctx, node, taint) {
+		t.Fatal("zone Allowed: NoExecute must be allowed")
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,9 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/conditions"
 	"github.com/nodeward/nodeward/daemon"
+	"github.com/nodeward/nodeward/daemon/update"
+	"github.com/nodeward/nodeward/systemd"
 )
 
 func newAgentCommand() *cobra.Command {
@@ -23,7 +23,7 @@ func newAgentCommand() *cobra.Command {
 		host       hostFlags
 		nodeName   string
 		updates    bool
-		protocol   string
+		protocol   = protocolFlag("nodeward")
 		stateDir   string
 	)
 	cmd := &cobra.Command{
@@ -31,9 +31,6 @@ func newAgentCommand() *cobra.Command {
 		Short: "Run the node agent: health conditions, taints and coordinated OS updates",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if protocol != "nodeward" && protocol != "mco" {
-				return fmt.Errorf("--protocol %q: want nodeward or mco", protocol)
-			}
 			if err := host.validate(); err != nil {
 				return err
 			}
@@ -48,48 +45,24 @@ func newAgentCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-			client, err := kube.NewForConfig(restConfig)
-			if err != nil {
-				return fmt.Errorf("create Kubernetes client: %w", err)
+			log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("node", nodeName)
+			agentCfg := daemon.Config{
+				RestConfig: restConfig, NodeName: nodeName,
+				Health:         &daemon.HealthConfig{Conditions: cfg},
+				MetricsAddress: cfg.MetricsAddress, TextfileDirectory: cfg.TextfileDirectory,
+				Notifier: &systemd.Notifier{Log: log}, Log: log,
 			}
-			health, err := daemon.NewHealth(daemon.HealthConfig{
-				RestConfig: restConfig, NodeName: nodeName, Config: cfg, Log: log,
-				// NoExecute rows of the policy apply only while the
-				// coordinator's disruption guard allows them.
-				Guard: daemon.CoordinatorGuard(client),
-			})
-			if err != nil {
-				return err
-			}
-			log.Info("nodeward agent starting", "node", nodeName, "version", version, "updates", updates)
-			if !updates {
-				if err := health.Run(cmd.Context()); err != nil && !errors.Is(err, cmd.Context().Err()) {
+			if updates {
+				if agentCfg.Update, err = updateConfig(host, drainFlags, string(protocol), stateDir, log); err != nil {
 					return err
 				}
-				return nil
 			}
-			drainOpts, err := drainFlags.options()
+			agent, err := daemon.New(agentCfg)
 			if err != nil {
 				return err
 			}
-			update, readiness, err := newUpdateAgent(client, restConfig, health, nodeName, protocol, stateDir, host, drainOpts, log)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithCancel(cmd.Context())
-			defer cancel()
-			go readiness.Run(ctx, time.Second)
-			errs := make(chan error, 2)
-			go func() { errs <- health.Run(ctx) }()
-			go func() { errs <- update.Run(ctx) }()
-			err = <-errs
-			cancel()
-			<-errs
-			if err != nil && !errors.Is(err, cmd.Context().Err()) {
-				return err
-			}
-			return nil
+			log.Info("nodeward agent starting", "version", version, "updates", updates)
+			return agent.Run(cmd.Context())
 		},
 	}
 	conn.register(cmd)
@@ -98,9 +71,46 @@ func newAgentCommand() *cobra.Command {
 	host.register(cmd)
 	cmd.Flags().StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
 	cmd.Flags().BoolVar(&updates, "updates", true, "run the OS update lifecycle (needs rpm-ostree); false runs node health only")
-	cmd.Flags().StringVar(&protocol, "protocol", "nodeward", "coordinator protocol: nodeward or mco (OpenShift's machine-config operator)")
+	cmd.Flags().Var(&protocol, "protocol", "coordinator protocol: nodeward or mco (OpenShift's machine-config operator)")
 	cmd.Flags().StringVar(&stateDir, "state-dir", "/var/lib/nodeward", "update state directory; must survive reboots")
 	return cmd
+}
+
+// updateConfig wires the update half: rpm-ostree through osupdate, reboots
+// through logind, and the coordinator protocol.
+func updateConfig(host hostFlags, drainFlags agentDrainFlags, protocol, stateDir string, log *slog.Logger) (*daemon.UpdateConfig, error) {
+	updater, err := host.updater(stateDir, log)
+	if err != nil {
+		return nil, fmt.Errorf("OS updater: %w", err)
+	}
+	drainOpts, err := drainFlags.options()
+	if err != nil {
+		return nil, err
+	}
+	selector, err := host.postUpdateSelector()
+	if err != nil {
+		return nil, err
+	}
+	uc := &daemon.UpdateConfig{StateDir: stateDir, OS: update.OSUpdate{Updater: updater},
+		Reboot: &systemd.Rebooter{Log: log}, BootID: update.FileBootID(host.bootIDFile),
+		Protocol: protocol, Drain: drainOpts, PostUpdatePods: selector}
+	if host.pollInterval > 0 {
+		uc.Tune = func(c *update.Config) { c.PollInterval = host.pollInterval }
+	}
+	return uc, nil
+}
+
+// protocolFlag is --protocol, checked when the flag is parsed.
+type protocolFlag string
+
+func (p *protocolFlag) String() string { return string(*p) }
+func (p *protocolFlag) Type() string   { return "nodeward|mco" }
+func (p *protocolFlag) Set(v string) error {
+	if v != "nodeward" && v != "mco" {
+		return fmt.Errorf("want nodeward or mco")
+	}
+	*p = protocolFlag(v)
+	return nil
 }
 
 // healthFlags are the health configuration: a YAML file and flags for the

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/nodeward/nodeward/daemon"
+	"github.com/nodeward/nodeward/daemon/update"
 	"github.com/nodeward/nodeward/osupdate"
 )
 
@@ -37,7 +37,7 @@ func (f *hostFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.rpmOstreeEnv, "rpm-ostree-env", nil, "extra environment for rpm-ostree, KEY=VALUE (repeatable; e.g. a proxy)")
 	fl.StringVar(&f.imageTransport, "image-transport", "signed",
 		"how a pool's plain image reference is pulled: signed (ostree-image-signed), unverified-registry or unverified-image")
-	fl.StringVar(&f.bootIDFile, "boot-id-file", daemon.KernelBootIDPath, "the kernel's boot ID file")
+	fl.StringVar(&f.bootIDFile, "boot-id-file", update.KernelBootIDPath, "the kernel's boot ID file")
 	fl.StringVar(&f.cmdlineFile, "cmdline-file", "/proc/cmdline", "the booted kernel command line")
 	fl.StringVar(&f.postUpdatePods, "post-update-pods", "",
 		"label selector of pods that must run Ready on the node after a reboot before it is uncordoned (e.g. app=cni)")

@@ -31,8 +31,8 @@ import (
 
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/test/cluster"
-	"github.com/nodeward/nodeward/test/e2e"
 	"github.com/nodeward/nodeward/test/rpmostree"
+	"github.com/nodeward/nodeward/test/sim"
 )
 
 type options struct {
@@ -108,13 +108,13 @@ func run(ctx context.Context, o options) (err error) {
 		return fmt.Errorf("%w (run the demo from the repository root)", err)
 	}
 	fmt.Printf("building nodeward and the rpm-ostree double...\n")
-	bin, err := e2e.BuildProcBinaries(".", work)
+	bin, err := sim.BuildProcBinaries(".", work)
 	if err != nil {
 		return err
 	}
 	agentsCtx, stopAgents := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	nodes := make([]*e2e.ProcNode, 0, len(names))
+	nodes := make([]*sim.ProcNode, 0, len(names))
 	defer func() {
 		stopAgents()
 		wg.Wait()
@@ -126,7 +126,7 @@ func run(ctx context.Context, o options) (err error) {
 		}
 	}()
 	for _, name := range names {
-		n, err := e2e.NewProcNode(bin, name, cp.KubeconfigPath(), filepath.Join(work, "nodes", name), e2e.ProcBooted(), e2e.ProcImages())
+		n, err := sim.NewProcNode(bin, name, cp.KubeconfigPath(), filepath.Join(work, "nodes", name), sim.ProcBooted(), sim.ProcImages())
 		if err != nil {
 			return err
 		}
@@ -149,7 +149,7 @@ func run(ctx context.Context, o options) (err error) {
 	go tracker.run(agentsCtx)
 	fmt.Printf("%d nodes Ready, %d pods running, one nodeward agent process per node on Fedora CoreOS 41\n", len(names), o.pods)
 	fmt.Printf("UpdatePool %q: rolling out %s with maxUnavailable %d (download %s, reboot %s)\n\n",
-		group, e2e.ProcTarget, o.maxUnavailable, o.download, o.reboot)
+		group, sim.ProcTarget, o.maxUnavailable, o.download, o.reboot)
 	start := time.Now()
 	coord := bin.Coordinator(cp.KubeconfigPath())
 	coordLog, err := os.Create(filepath.Join(work, "coordinator.log"))
@@ -166,7 +166,7 @@ func run(ctx context.Context, o options) (err error) {
 		ObjectMeta: metav1.ObjectMeta{Name: group},
 		Spec: v1alpha1.UpdatePoolSpec{
 			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: group}},
-			OSImage:        e2e.ProcTarget,
+			OSImage:        sim.ProcTarget,
 			MaxUnavailable: ptr.To(intstr.FromInt(o.maxUnavailable)),
 		},
 	}

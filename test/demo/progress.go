@@ -16,9 +16,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/nodeward/nodeward/daemon"
+	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/test/cluster"
-	"github.com/nodeward/nodeward/test/e2e"
+	"github.com/nodeward/nodeward/test/sim"
 )
 
 // tracker watches the group's nodes and records, at every event, what the
@@ -27,7 +27,6 @@ import (
 type tracker struct {
 	client kubernetes.Interface
 	group  string
-	keys   daemon.AnnotationKeys
 
 	mu      sync.Mutex
 	nodes   map[string]*nodeTrack
@@ -36,7 +35,7 @@ type tracker struct {
 
 type nodeTrack struct {
 	zone                              string
-	step                              daemon.Step
+	step                              v1alpha1.Step
 	unschedulable                     bool
 	reason                            string
 	staged, granted, unavailable, end time.Time
@@ -44,7 +43,7 @@ type nodeTrack struct {
 }
 
 func newTracker(client kubernetes.Interface, group string) *tracker {
-	return &tracker{client: client, group: group, keys: daemon.DefaultAnnotationKeys(), nodes: map[string]*nodeTrack{}}
+	return &tracker{client: client, group: group, nodes: map[string]*nodeTrack{}}
 }
 
 func (t *tracker) run(ctx context.Context) {
@@ -69,28 +68,28 @@ func (t *tracker) observe(n *corev1.Node, store cache.Store) {
 		tr = &nodeTrack{zone: n.Labels[cluster.ZoneLabel]}
 		t.nodes[n.Name] = tr
 	}
-	tr.step, tr.unschedulable = daemon.Step(n.Annotations[t.keys.State]), n.Spec.Unschedulable
-	tr.reason = n.Annotations[t.keys.Reason]
-	_, granted := n.Annotations[t.keys.Grant]
+	tr.step, tr.unschedulable = v1alpha1.Step(n.Annotations[v1alpha1.AnnotationState]), n.Spec.Unschedulable
+	tr.reason = n.Annotations[v1alpha1.AnnotationReason]
+	_, granted := n.Annotations[v1alpha1.AnnotationGrant]
 	switch {
-	case tr.step == daemon.StepStaged && tr.staged.IsZero():
+	case tr.step == v1alpha1.StepStaged && tr.staged.IsZero():
 		tr.staged = now
 	case granted && tr.granted.IsZero():
 		tr.granted = now
 	}
-	unavailable := e2e.Unavailable(n, t.keys)
+	unavailable := sim.Disrupted(n)
 	if unavailable && tr.unavailable.IsZero() {
 		tr.unavailable = now
 	}
 	if !unavailable && !tr.unavailable.IsZero() && tr.unavailableFor == 0 {
 		tr.unavailableFor = now.Sub(tr.unavailable)
 	}
-	if tr.step == daemon.StepDone && tr.end.IsZero() && !tr.granted.IsZero() {
+	if tr.step == v1alpha1.StepDone && tr.end.IsZero() && !tr.granted.IsZero() {
 		tr.end = now
 	}
 	count := 0
 	for _, obj := range store.List() {
-		if e2e.Unavailable(obj.(*corev1.Node), t.keys) {
+		if sim.Disrupted(obj.(*corev1.Node)) {
 			count++
 		}
 	}
@@ -124,7 +123,7 @@ func (t *tracker) print(w io.Writer, elapsed time.Duration) int {
 		if tr.unschedulable {
 			mark += "*"
 		}
-		if tr.step == daemon.StepDone && !tr.end.IsZero() {
+		if tr.step == v1alpha1.StepDone && !tr.end.IsZero() {
 			done++
 		}
 		cells = append(cells, fmt.Sprintf("%s:%s", strings.TrimPrefix(name, t.group+"-"), mark))
@@ -141,7 +140,7 @@ func (t *tracker) progress() (done int, steps string) {
 	var b strings.Builder
 	for _, name := range t.sorted() {
 		tr := t.nodes[name]
-		if tr.step == daemon.StepDone && !tr.end.IsZero() {
+		if tr.step == v1alpha1.StepDone && !tr.end.IsZero() {
 			done++
 		}
 		fmt.Fprintf(&b, "%s=%s/%v ", name, tr.step, tr.unschedulable)
@@ -154,7 +153,7 @@ func (t *tracker) reasons(w io.Writer) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, name := range t.sorted() {
-		if tr := t.nodes[name]; tr.step != daemon.StepDone && tr.reason != "" {
+		if tr := t.nodes[name]; tr.step != v1alpha1.StepDone && tr.reason != "" {
 			fmt.Fprintf(w, "  %s waits in %s: %s\n", name, tr.step, tr.reason)
 		}
 	}

@@ -16,8 +16,8 @@ import (
 
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/coordinator"
-	"github.com/nodeward/nodeward/daemon"
 	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/sim"
 )
 
 var crdOnce sync.Once
@@ -106,7 +106,7 @@ func TestRolloutWithCoordinator(t *testing.T) {
 	stop := runCoordinator(t, p.cp, dyn)
 	// Kill the coordinator once the first nodes are done, restart it.
 	cluster.WaitFor(t, 3*time.Minute, "two nodes Done", func(ctx context.Context) (bool, error) {
-		return p.countStep(ctx, daemon.StepDone) >= 2, nil
+		return p.countStep(ctx, v1alpha1.StepDone) >= 2, nil
 	})
 	stop()
 	runCoordinator(t, p.cp, dyn)
@@ -132,10 +132,10 @@ func TestRolloutWithCoordinator(t *testing.T) {
 	t.Logf("maximum unavailable observed: %d", p.maxSeen)
 }
 
-func (p *pool) countStep(ctx context.Context, step daemon.Step) int {
+func (p *pool) countStep(ctx context.Context, step v1alpha1.Step) int {
 	count := 0
 	for _, name := range p.names {
-		if n, err := p.node(ctx, name); err == nil && n.Annotations[p.keys.State] == string(step) {
+		if n, err := p.node(ctx, name); err == nil && n.Annotations[v1alpha1.AnnotationState] == string(step) {
 			count++
 		}
 	}
@@ -149,7 +149,7 @@ func (p *pool) countStep(ctx context.Context, step daemon.Step) int {
 func TestStagingBudgetWithCoordinator(t *testing.T) {
 	t.Parallel()
 	p := newPool(t, "stagebudget", poolOptions{count: 5, maxUnavailable: 1,
-		tune: func(n *SimNode) { n.Host.StageDelay = 2 * time.Second }})
+		tune: func(n *sim.SimNode) { n.Host.StageDelay = 2 * time.Second }})
 	dyn := installPoolAPI(t, p.cp)
 	if err := cluster.CreateAgentLeases(context.Background(), p.cp.Client(), p.names); err != nil {
 		t.Fatal(err)
@@ -193,7 +193,7 @@ func TestForceOnDrainTimeoutWithCoordinator(t *testing.T) {
 	}
 	p.startAgents()
 	runCoordinatorFor(t, p.cp, dyn, "force")
-	p.waitStep(name, daemon.StepDone, 2*time.Minute)
+	p.waitStep(name, v1alpha1.StepDone, 2*time.Minute)
 	p.assertUpdated(name)
 	cluster.WaitFor(t, 30*time.Second, "a DrainForced Event on "+name, func(ctx context.Context) (bool, error) {
 		evs, err := p.cp.Client().CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{

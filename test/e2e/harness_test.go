@@ -18,8 +18,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
-	"github.com/nodeward/nodeward/daemon"
+	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/sim"
 )
 
 var env cluster.Env
@@ -32,29 +33,28 @@ const (
 )
 
 // pool is a group of kwok nodes, each with its own in-process agent on a
-// SimHost, and a watcher that checks the maxUnavailable invariant at every
+// sim.SimHost, and a watcher that checks the maxUnavailable invariant at every
 // node event.
 type pool struct {
 	t      *testing.T
 	cp     *cluster.ControlPlane
 	prefix string
 	names  []string
-	nodes  map[string]*SimNode
-	keys   daemon.AnnotationKeys
+	nodes  map[string]*sim.SimNode
 
 	mu             sync.Mutex
 	maxUnavailable int // the invariant's bound; 0 disables the check
 	ignore         map[string]bool
 	maxSeen        int
-	maxStaging     int                      // most nodes in step Staging at once
-	seen           map[string][]daemon.Step // distinct steps per node, in order
+	maxStaging     int                        // most nodes in step Staging at once
+	seen           map[string][]v1alpha1.Step // distinct steps per node, in order
 }
 
 type poolOptions struct {
 	count          int
 	maxUnavailable int
 	spec           cluster.NodeSpec
-	tune           func(n *SimNode)
+	tune           func(n *sim.SimNode)
 }
 
 func newPool(t *testing.T, prefix string, opts poolOptions) *pool {
@@ -63,9 +63,9 @@ func newPool(t *testing.T, prefix string, opts poolOptions) *pool {
 	spec := opts.spec
 	spec.Prefix, spec.Count = prefix, opts.count
 	names := cp.CreateNodes(t, spec)
-	p := &pool{t: t, cp: cp, prefix: prefix, names: names, nodes: map[string]*SimNode{},
-		keys: daemon.DefaultAnnotationKeys(), maxUnavailable: opts.maxUnavailable,
-		ignore: map[string]bool{}, seen: map[string][]daemon.Step{}}
+	p := &pool{t: t, cp: cp, prefix: prefix, names: names, nodes: map[string]*sim.SimNode{},
+		maxUnavailable: opts.maxUnavailable,
+		ignore:         map[string]bool{}, seen: map[string][]v1alpha1.Step{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	factory := p.watch(ctx)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -74,7 +74,7 @@ func newPool(t *testing.T, prefix string, opts poolOptions) *pool {
 	}
 	var wg sync.WaitGroup
 	for _, name := range names {
-		n := &SimNode{Name: name, Host: NewSimHost(fromOS), StateDir: t.TempDir(), Client: cp.Kube(), Log: log}
+		n := &sim.SimNode{Name: name, Host: sim.NewSimHost(fromOS), StateDir: t.TempDir(), RestConfig: cp.Config(), Log: log}
 		if opts.tune != nil {
 			opts.tune(n)
 		}
@@ -104,8 +104,8 @@ func (p *pool) startAgents() {
 // grant runs the stand-in coordinator for this pool.
 func (p *pool) grant(target string, maxUnavailable int, yieldAfter time.Duration) {
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &Granter{Client: p.cp.Client(), Selector: cluster.GroupLabel + "=" + p.prefix, Target: target,
-		MaxUnavailable: maxUnavailable, YieldAfter: yieldAfter, Keys: p.keys}
+	g := &sim.Granter{Client: p.cp.Client(), Selector: cluster.GroupLabel + "=" + p.prefix, Target: target,
+		MaxUnavailable: maxUnavailable, YieldAfter: yieldAfter}
 	done := make(chan struct{})
 	go func() { defer close(done); g.Run(ctx, 200*time.Millisecond) }()
 	p.t.Cleanup(func() { cancel(); <-done })
@@ -122,14 +122,14 @@ func (p *pool) watch(ctx context.Context) informers.SharedInformerFactory {
 		unavailable, staging := 0, 0
 		for _, obj := range inf.GetStore().List() {
 			n := obj.(*corev1.Node)
-			step := daemon.Step(n.Annotations[p.keys.State])
-			if step == daemon.StepStaging {
+			step := v1alpha1.Step(n.Annotations[v1alpha1.AnnotationState])
+			if step == v1alpha1.StepStaging {
 				staging++
 			}
 			if s := p.seen[n.Name]; step != "" && (len(s) == 0 || s[len(s)-1] != step) {
 				p.seen[n.Name] = append(s, step)
 			}
-			if !p.ignore[n.Name] && Unavailable(n, p.keys) {
+			if !p.ignore[n.Name] && sim.Disrupted(n) {
 				unavailable++
 			}
 		}
@@ -146,7 +146,7 @@ func (p *pool) watch(ctx context.Context) informers.SharedInformerFactory {
 	return factory
 }
 
-func (p *pool) steps(node string) []daemon.Step {
+func (p *pool) steps(node string) []v1alpha1.Step {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.seen[node])
@@ -157,14 +157,14 @@ func (p *pool) node(ctx context.Context, name string) (*corev1.Node, error) {
 }
 
 // waitStep waits until node reports step for target.
-func (p *pool) waitStep(name string, step daemon.Step, timeout time.Duration) {
+func (p *pool) waitStep(name string, step v1alpha1.Step, timeout time.Duration) {
 	p.t.Helper()
 	cluster.WaitFor(p.t, timeout, name+" in step "+string(step), func(ctx context.Context) (bool, error) {
 		n, err := p.node(ctx, name)
 		if err != nil {
 			return false, err
 		}
-		return n.Annotations[p.keys.State] == string(step), nil
+		return n.Annotations[v1alpha1.AnnotationState] == string(step), nil
 	})
 }
 
@@ -172,7 +172,7 @@ func (p *pool) waitStep(name string, step daemon.Step, timeout time.Duration) {
 func (p *pool) waitAllDone(timeout time.Duration) {
 	p.t.Helper()
 	for _, name := range p.names {
-		p.waitStep(name, daemon.StepDone, timeout)
+		p.waitStep(name, v1alpha1.StepDone, timeout)
 	}
 }
 
@@ -182,7 +182,7 @@ func (p *pool) waitReason(name, text string) {
 	p.t.Helper()
 	cluster.WaitFor(p.t, time.Minute, name+" reporting "+text, func(ctx context.Context) (bool, error) {
 		n, err := p.node(ctx, name)
-		return err == nil && strings.Contains(n.Annotations[p.keys.Reason], text), err
+		return err == nil && strings.Contains(n.Annotations[v1alpha1.AnnotationReason], text), err
 	})
 }
 
@@ -197,11 +197,11 @@ func (p *pool) assertUpdated(name string) {
 	}
 	host := p.nodes[name].Host
 	booted, _ := host.Booted(context.Background())
-	_, record := n.Annotations[daemon.CordonedByAnnotation]
-	if n.Annotations[p.keys.State] != string(daemon.StepDone) || n.Annotations[p.keys.StateTarget] != toOS ||
+	_, record := n.Annotations[v1alpha1.AnnotationCordonedBy]
+	if n.Annotations[v1alpha1.AnnotationState] != string(v1alpha1.StepDone) || n.Annotations[v1alpha1.AnnotationStateTarget] != toOS ||
 		booted != toOS || host.Reboots() != 1 || n.Spec.Unschedulable || record {
 		p.t.Errorf("%s: state %s target %s booted %s reboots %d unschedulable %v cordon record %v; steps %v",
-			name, n.Annotations[p.keys.State], n.Annotations[p.keys.StateTarget], booted, host.Reboots(),
+			name, n.Annotations[v1alpha1.AnnotationState], n.Annotations[v1alpha1.AnnotationStateTarget], booted, host.Reboots(),
 			n.Spec.Unschedulable, record, p.steps(name))
 	}
 }

@@ -13,7 +13,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodeward/nodeward/daemon"
+	"github.com/nodeward/nodeward/daemon/update"
 	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/sim"
 )
 
 // TestMCOMode: with the MachineConfig CRD of github.com/openshift/api and
@@ -38,33 +40,31 @@ func TestMCOMode(t *testing.T) {
 			"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
 			"metadata": map[string]any{"name": name}, "spec": spec,
 		}}
-		if _, err := dyn.Resource(daemon.MachineConfigResource()).Create(context.Background(), mc, metav1.CreateOptions{}); err != nil {
+		if _, err := dyn.Resource(update.MachineConfigResource()).Create(context.Background(), mc, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create MachineConfig %s: %v", name, err)
 		}
 		t.Cleanup(func() {
-			_ = dyn.Resource(daemon.MachineConfigResource()).Delete(context.Background(), name, metav1.DeleteOptions{})
+			_ = dyn.Resource(update.MachineConfigResource()).Delete(context.Background(), name, metav1.DeleteOptions{})
 		})
 	}
 	p := newPool(t, "mco", poolOptions{count: 2,
 		spec: cluster.NodeSpec{Annotations: map[string]string{
-			daemon.MCOCurrentConfig: "rendered-mco-1", daemon.MCODesiredConfig: "rendered-mco-1"}},
-		tune: func(n *SimNode) {
-			n.Host = NewSimHost("quay.io/openshift/os@sha256:1111")
+			update.MCOCurrentConfig: "rendered-mco-1", update.MCODesiredConfig: "rendered-mco-1"}},
+		tune: func(n *sim.SimNode) {
+			n.Host = sim.NewSimHost("quay.io/openshift/os@sha256:1111")
 			n.RebootDelay = time.Second // long enough to see Working
-			n.Tune = func(c *daemon.UpdateAgentConfig) {
-				c.Protocol = &daemon.MCOProtocol{Client: c.Client, Dynamic: dyn, Node: c.NodeName}
-			}
+			n.Tune = func(c *daemon.Config) { c.Update.Protocol = "mco" }
 		}})
 	p.startAgents()
 	for _, name := range p.names {
-		p.waitAnnotation(name, daemon.MCOState, daemon.MCOStateDone)
+		p.waitAnnotation(name, update.MCOState, update.MCOStateDone)
 	}
 	updated, other := p.names[0], p.names[1]
 	patchNode(t, p, updated, map[string]any{"metadata": map[string]any{"annotations": map[string]any{
-		daemon.MCODesiredConfig: "rendered-mco-2"}}})
-	p.waitAnnotation(updated, daemon.MCOState, daemon.MCOStateWorking)
-	p.waitAnnotation(updated, daemon.MCOCurrentConfig, "rendered-mco-2")
-	p.waitAnnotation(updated, daemon.MCOState, daemon.MCOStateDone)
+		update.MCODesiredConfig: "rendered-mco-2"}}})
+	p.waitAnnotation(updated, update.MCOState, update.MCOStateWorking)
+	p.waitAnnotation(updated, update.MCOCurrentConfig, "rendered-mco-2")
+	p.waitAnnotation(updated, update.MCOState, update.MCOStateDone)
 
 	host := p.nodes[updated].Host
 	booted, _ := host.Booted(context.Background())
@@ -95,7 +95,7 @@ func installMachineConfigCRD(t *testing.T, dyn dynamic.Interface) {
 		t.Fatalf("install MachineConfig CRD: %v", err)
 	}
 	cluster.WaitFor(t, 30*time.Second, "MachineConfig CRD served", func(ctx context.Context) (bool, error) {
-		_, err := dyn.Resource(daemon.MachineConfigResource()).List(ctx, metav1.ListOptions{})
+		_, err := dyn.Resource(update.MachineConfigResource()).List(ctx, metav1.ListOptions{})
 		return err == nil, err
 	})
 }

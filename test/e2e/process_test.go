@@ -17,24 +17,24 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
-	"github.com/nodeward/nodeward/daemon"
 	"github.com/nodeward/nodeward/test/cluster"
 	"github.com/nodeward/nodeward/test/rpmostree"
+	"github.com/nodeward/nodeward/test/sim"
 	"github.com/nodeward/nodeward/test/testenv"
 )
 
-var procBinaries = sync.OnceValues(func() (ProcBinaries, error) {
+var procBinaries = sync.OnceValues(func() (sim.ProcBinaries, error) {
 	dir, err := os.MkdirTemp("", "nodeward-proc-bin-")
 	if err != nil {
-		return ProcBinaries{}, err
+		return sim.ProcBinaries{}, err
 	}
-	return BuildProcBinaries("../..", dir)
+	return sim.BuildProcBinaries("../..", dir)
 })
 
 // procPool is a pool whose agents are `nodeward agent` processes.
 type procPool struct {
 	*pool
-	procs map[string]*ProcNode
+	procs map[string]*sim.ProcNode
 }
 
 func newProcPool(t *testing.T, prefix string, count, maxUnavailable int) *procPool {
@@ -46,14 +46,14 @@ func newProcPool(t *testing.T, prefix string, count, maxUnavailable int) *procPo
 	}
 	cp := env.ControlPlane(t)
 	names := cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: count})
-	p := &procPool{pool: &pool{t: t, cp: cp, prefix: prefix, names: names, nodes: map[string]*SimNode{},
-		keys: daemon.DefaultAnnotationKeys(), maxUnavailable: maxUnavailable,
-		ignore: map[string]bool{}, seen: map[string][]daemon.Step{}}, procs: map[string]*ProcNode{}}
+	p := &procPool{pool: &pool{t: t, cp: cp, prefix: prefix, names: names, nodes: map[string]*sim.SimNode{},
+		maxUnavailable: maxUnavailable,
+		ignore:         map[string]bool{}, seen: map[string][]v1alpha1.Step{}}, procs: map[string]*sim.ProcNode{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	factory := p.watch(ctx)
 	var wg sync.WaitGroup
 	for _, name := range names {
-		n, err := NewProcNode(bin, name, cp.KubeconfigPath(), t.TempDir(), ProcBooted(), ProcImages())
+		n, err := sim.NewProcNode(bin, name, cp.KubeconfigPath(), t.TempDir(), sim.ProcBooted(), sim.ProcImages())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,11 +110,11 @@ func (p *procPool) assertUpdated(name string) {
 			finalizes++
 		}
 	}
-	_, record := n.Annotations[daemon.CordonedByAnnotation]
-	if n.Annotations[p.keys.State] != string(daemon.StepDone) || booted.Checksum != ProcNewChecksum || s.Boots != 1 ||
+	_, record := n.Annotations[v1alpha1.AnnotationCordonedBy]
+	if n.Annotations[v1alpha1.AnnotationState] != string(v1alpha1.StepDone) || booted.Checksum != sim.ProcNewChecksum || s.Boots != 1 ||
 		finalizes != 1 || n.Spec.Unschedulable || record {
 		p.t.Errorf("%s: state %s, booted %s after %d boots and %d finalize calls, unschedulable %v, cordon record %v; steps %v",
-			name, n.Annotations[p.keys.State], booted.Checksum, s.Boots, finalizes, n.Spec.Unschedulable, record, p.steps(name))
+			name, n.Annotations[v1alpha1.AnnotationState], booted.Checksum, s.Boots, finalizes, n.Spec.Unschedulable, record, p.steps(name))
 	}
 }
 
@@ -126,7 +126,7 @@ func TestProcessKill9AndResume(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name string
-		at   daemon.Step
+		at   v1alpha1.Step
 		// reason, when set, must show in the node's reason before the kill.
 		reason string
 		// setup holds the node at the kill point; release lets it go on.
@@ -134,16 +134,16 @@ func TestProcessKill9AndResume(t *testing.T) {
 		// boots is the host's boot count at the kill.
 		boots int
 	}{
-		{name: "after-cordon", at: daemon.StepDraining, boots: 0,
+		{name: "after-cordon", at: v1alpha1.StepDraining, boots: 0,
 			setup: func(p *procPool, name, ns string) func() { return blockDrain(p.pool, name, ns) }},
-		{name: "mid-drain", at: daemon.StepDraining, reason: "drain blocked", boots: 0,
+		{name: "mid-drain", at: v1alpha1.StepDraining, reason: "drain blocked", boots: 0,
 			setup: func(p *procPool, name, ns string) func() { return blockDrain(p.pool, name, ns) }},
-		{name: "after-finalize-before-reboot", at: daemon.StepRebooting, boots: 0,
+		{name: "after-finalize-before-reboot", at: v1alpha1.StepRebooting, boots: 0,
 			setup: func(p *procPool, name, ns string) func() {
 				p.procs[name].HoldReboots(true) // the machine is slow to go down
 				return func() { p.procs[name].HoldReboots(false) }
 			}},
-		{name: "after-boot-before-uncordon", at: daemon.StepWaitingHealthy, reason: "no pod matching", boots: 1,
+		{name: "after-boot-before-uncordon", at: v1alpha1.StepWaitingHealthy, reason: "no pod matching", boots: 1,
 			setup: func(p *procPool, name, ns string) func() {
 				// The post-update check waits for a pod (a CNI
 				// DaemonSet's, say) that only the release creates.
@@ -159,12 +159,12 @@ func TestProcessKill9AndResume(t *testing.T) {
 			ns := p.cp.Namespace(t)
 			release := c.setup(p, name, ns)
 			p.startAgents()
-			p.grant(ProcTarget, 1, 0)
+			p.grant(sim.ProcTarget, 1, 0)
 			p.waitStep(name, c.at, 2*time.Minute)
 			if c.reason != "" {
 				p.waitReason(name, c.reason)
 			}
-			if c.at == daemon.StepRebooting {
+			if c.at == v1alpha1.StepRebooting {
 				cluster.WaitFor(t, time.Minute, "finalize-deployment to ask for the reboot", func(context.Context) (bool, error) {
 					s, err := rpmostree.Load(p.procs[name].Double.Dir)
 					return err == nil && s.RebootRequested, err
@@ -180,7 +180,7 @@ func TestProcessKill9AndResume(t *testing.T) {
 				t.Fatal(err)
 			}
 			release()
-			p.waitStep(name, daemon.StepDone, 2*time.Minute)
+			p.waitStep(name, v1alpha1.StepDone, 2*time.Minute)
 			p.assertUpdated(name)
 		})
 	}
@@ -238,7 +238,7 @@ func TestProcessRolloutSurvivesCoordinatorKill(t *testing.T) {
 		return cmd
 	}
 	first := coordinator()
-	p.createPool(dyn, v1alpha1.UpdatePoolSpec{OSImage: ProcTarget, MaxUnavailable: ptr.To(intstr.FromInt(maxUnavailable))})
+	p.createPool(dyn, v1alpha1.UpdatePoolSpec{OSImage: sim.ProcTarget, MaxUnavailable: ptr.To(intstr.FromInt(maxUnavailable))})
 	cluster.WaitFor(t, 2*time.Minute, "a node to hold a slot", func(ctx context.Context) (bool, error) {
 		for _, name := range p.names {
 			n, err := p.node(ctx, name)

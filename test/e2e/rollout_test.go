@@ -17,8 +17,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
-	"github.com/nodeward/nodeward/daemon"
+	"github.com/nodeward/nodeward/daemon/update"
 	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/sim"
 )
 
 // TestRolloutTenNodes: ten nodes with real pods under a PDB, maxUnavailable
@@ -44,7 +45,7 @@ func TestRolloutTenNodes(t *testing.T) {
 	p.waitAllDone(3 * time.Minute)
 	for _, name := range p.names {
 		p.assertUpdated(name)
-		if steps := p.steps(name); !slices.Contains(steps, daemon.StepStaged) || !slices.Contains(steps, daemon.StepDraining) {
+		if steps := p.steps(name); !slices.Contains(steps, v1alpha1.StepStaged) || !slices.Contains(steps, v1alpha1.StepDraining) {
 			t.Errorf("%s: steps %v miss Staged or Draining", name, steps)
 		}
 	}
@@ -65,19 +66,19 @@ func TestKillAndResume(t *testing.T) {
 		name string
 		// hold keeps the node at the kill point; release lets it go on.
 		setup func(p *pool, name, ns string) (release func())
-		at    daemon.Step
+		at    v1alpha1.Step
 		// reason, when set, is waited for in the node's reported reason
 		// before the kill.
 		reason string
 		check  func(t *testing.T, p *pool, name string)
 	}{
-		{name: "after-cordon", at: daemon.StepDraining,
+		{name: "after-cordon", at: v1alpha1.StepDraining,
 			setup: func(p *pool, name, ns string) func() { return blockDrain(p, name, ns) },
 			check: mustBeCordoned},
-		{name: "mid-drain", at: daemon.StepDraining, reason: "drain blocked",
+		{name: "mid-drain", at: v1alpha1.StepDraining, reason: "drain blocked",
 			setup: func(p *pool, name, ns string) func() { return blockDrain(p, name, ns) },
 			check: mustBeCordoned},
-		{name: "after-finalize-before-reboot", at: daemon.StepRebooting,
+		{name: "after-finalize-before-reboot", at: v1alpha1.StepRebooting,
 			setup: func(p *pool, name, ns string) func() {
 				p.nodes[name].Host.IgnoreReboots = 1 // the request dies with the agent
 				return func() {}
@@ -88,14 +89,14 @@ func TestKillAndResume(t *testing.T) {
 					t.Fatalf("%s rebooted %d times before the kill", name, r)
 				}
 			}},
-		{name: "after-boot-before-uncordon", at: daemon.StepWaitingHealthy,
+		{name: "after-boot-before-uncordon", at: v1alpha1.StepWaitingHealthy,
 			setup: func(p *pool, name, ns string) func() {
 				var healthy atomic.Bool
-				p.nodes[name].Health = func(ctx context.Context, n *corev1.Node) (bool, string, error) {
+				p.nodes[name].Check = func(ctx context.Context, n *corev1.Node) (bool, string, error) {
 					if !healthy.Load() {
 						return false, "post-update check not passed yet", nil
 					}
-					return daemon.DefaultHealthCheck(ctx, n)
+					return update.Serving(ctx, n)
 				}
 				return func() { healthy.Store(true) }
 			},
@@ -125,7 +126,7 @@ func TestKillAndResume(t *testing.T) {
 				t.Fatal(err)
 			}
 			release()
-			p.waitStep(name, daemon.StepDone, time.Minute)
+			p.waitStep(name, v1alpha1.StepDone, time.Minute)
 			p.assertUpdated(name)
 		})
 	}
@@ -150,7 +151,7 @@ func mustBeCordoned(t *testing.T, p *pool, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, record := n.Annotations[daemon.CordonedByAnnotation]; !n.Spec.Unschedulable || !record {
+	if _, record := n.Annotations[v1alpha1.AnnotationCordonedBy]; !n.Spec.Unschedulable || !record {
 		t.Fatalf("%s at the kill: unschedulable %v, cordon record %v; want both", name, n.Spec.Unschedulable, record)
 	}
 }
@@ -164,13 +165,13 @@ func TestAdminCordonedNodeIsSkipped(t *testing.T) {
 	patchNode(t, p, admin, map[string]any{"spec": map[string]any{"unschedulable": true}})
 	p.startAgents()
 	p.grant(toOS, 1, 0)
-	p.waitStep(p.names[1], daemon.StepDone, 2*time.Minute)
+	p.waitStep(p.names[1], v1alpha1.StepDone, 2*time.Minute)
 	p.assertUpdated(p.names[1])
 	n, err := p.node(context.Background(), admin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !n.Spec.Unschedulable || p.nodes[admin].Host.Reboots() != 0 || !slices.Contains(p.steps(admin), daemon.StepYielded) {
+	if !n.Spec.Unschedulable || p.nodes[admin].Host.Reboots() != 0 || !slices.Contains(p.steps(admin), v1alpha1.StepYielded) {
 		t.Fatalf("admin-cordoned node: unschedulable %v reboots %d steps %v; want cordoned, not rebooted, Yielded",
 			n.Spec.Unschedulable, p.nodes[admin].Host.Reboots(), p.steps(admin))
 	}
@@ -188,10 +189,10 @@ func TestPDBBlockedNodeYields(t *testing.T) {
 	p.startAgents()
 	p.grant(toOS, 1, 2*time.Second)
 	for _, name := range p.names[1:] {
-		p.waitStep(name, daemon.StepDone, 2*time.Minute)
+		p.waitStep(name, v1alpha1.StepDone, 2*time.Minute)
 		p.assertUpdated(name)
 	}
-	if !slices.Contains(p.steps(blocked), daemon.StepYielded) || p.nodes[blocked].Host.Reboots() != 0 {
+	if !slices.Contains(p.steps(blocked), v1alpha1.StepYielded) || p.nodes[blocked].Host.Reboots() != 0 {
 		t.Fatalf("blocked node: steps %v reboots %d; want Yielded and no reboot", p.steps(blocked), p.nodes[blocked].Host.Reboots())
 	}
 }
@@ -222,7 +223,7 @@ func pinTo(t *testing.T, p *pool, ns, node string) {
 func TestFailedVerificationDegrades(t *testing.T) {
 	t.Parallel()
 	p := newPool(t, "bad", poolOptions{count: 2, maxUnavailable: 1,
-		tune: func(n *SimNode) { n.Host.BadTarget = toOS }})
+		tune: func(n *sim.SimNode) { n.Host.BadTarget = toOS }})
 	p.startAgents()
 	p.grant(toOS, 1, 0)
 	cluster.WaitFor(t, 2*time.Minute, "one node Degraded", func(ctx context.Context) (bool, error) {
@@ -231,7 +232,7 @@ func TestFailedVerificationDegrades(t *testing.T) {
 			if err != nil {
 				return false, err
 			}
-			if n.Annotations[p.keys.State] == string(daemon.StepDegraded) {
+			if n.Annotations[v1alpha1.AnnotationState] == string(v1alpha1.StepDegraded) {
 				return true, nil
 			}
 		}
@@ -240,10 +241,10 @@ func TestFailedVerificationDegrades(t *testing.T) {
 	var degraded, other string
 	for _, name := range p.names {
 		n, _ := p.node(context.Background(), name)
-		if n.Annotations[p.keys.State] == string(daemon.StepDegraded) {
+		if n.Annotations[v1alpha1.AnnotationState] == string(v1alpha1.StepDegraded) {
 			degraded = name
-			if !n.Spec.Unschedulable || n.Annotations[p.keys.Reason] == "" {
-				t.Errorf("degraded %s: unschedulable %v reason %q", name, n.Spec.Unschedulable, n.Annotations[p.keys.Reason])
+			if !n.Spec.Unschedulable || n.Annotations[v1alpha1.AnnotationReason] == "" {
+				t.Errorf("degraded %s: unschedulable %v reason %q", name, n.Spec.Unschedulable, n.Annotations[v1alpha1.AnnotationReason])
 			}
 		} else {
 			other = name
@@ -271,8 +272,8 @@ func TestHooksHoldTheirSteps(t *testing.T) {
 	p.startAgents()
 	p.grant(toOS, 1, 0)
 	p.waitReason(name, "pre-drain hooks: quorum (owner etcd-guard)")
-	if n, _ := p.node(context.Background(), name); n.Spec.Unschedulable || n.Annotations[p.keys.State] != string(daemon.StepHooksPreDrain) {
-		t.Fatalf("pre-drain hook did not hold: unschedulable %v step %s", n.Spec.Unschedulable, n.Annotations[p.keys.State])
+	if n, _ := p.node(context.Background(), name); n.Spec.Unschedulable || n.Annotations[v1alpha1.AnnotationState] != string(v1alpha1.StepHooksPreDrain) {
+		t.Fatalf("pre-drain hook did not hold: unschedulable %v step %s", n.Spec.Unschedulable, n.Annotations[v1alpha1.AnnotationState])
 	}
 	patchNode(t, p, name, map[string]any{"metadata": map[string]any{"annotations": map[string]any{preDrain: nil}}})
 	p.waitReason(name, "pre-reboot hooks: flush-logs (owner log-shipper)")
@@ -280,7 +281,7 @@ func TestHooksHoldTheirSteps(t *testing.T) {
 		t.Fatalf("pre-reboot hook did not hold the reboot")
 	}
 	patchNode(t, p, name, map[string]any{"metadata": map[string]any{"annotations": map[string]any{preReboot: nil}}})
-	p.waitStep(name, daemon.StepDone, time.Minute)
+	p.waitStep(name, v1alpha1.StepDone, time.Minute)
 	p.assertUpdated(name)
 	// The steps left Events on the Node.
 	cluster.WaitFor(t, 30*time.Second, "update Events on "+name, func(ctx context.Context) (bool, error) {
@@ -295,7 +296,7 @@ func TestHooksHoldTheirSteps(t *testing.T) {
 		}
 		// Not Rebooting: the simulated reboot stops the agent right after
 		// it, and a machine going down may lose its last Event.
-		for _, s := range []daemon.Step{daemon.StepHooksPreDrain, daemon.StepDraining, daemon.StepVerifying, daemon.StepDone} {
+		for _, s := range []v1alpha1.Step{v1alpha1.StepHooksPreDrain, v1alpha1.StepDraining, v1alpha1.StepVerifying, v1alpha1.StepDone} {
 			if !reasons["Update"+string(s)] {
 				return false, nil
 			}

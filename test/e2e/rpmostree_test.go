@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeward/nodeward/daemon"
+	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/daemon/update"
 	"github.com/nodeward/nodeward/osupdate"
 	"github.com/nodeward/nodeward/test/rpmostree"
+	"github.com/nodeward/nodeward/test/sim"
 )
 
 var buildDouble = sync.OnceValues(func() (string, error) {
@@ -28,7 +30,7 @@ var buildDouble = sync.OnceValues(func() (string, error) {
 // doubleMachine is a node whose OS edge is the real osupdate package
 // driving the rpm-ostree double; a reboot is the double's boot.
 type doubleMachine struct {
-	daemon.OSUpdate
+	update.OSUpdate
 	t      *testing.T
 	double *rpmostree.Double
 	asked  chan struct{}
@@ -52,7 +54,7 @@ func newDoubleMachine(t *testing.T, booted rpmostree.Deployment, images map[stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &doubleMachine{OSUpdate: daemon.OSUpdate{Updater: u}, t: t, double: d, asked: make(chan struct{}, 1)}
+	return &doubleMachine{OSUpdate: update.OSUpdate{Updater: u}, t: t, double: d, asked: make(chan struct{}, 1)}
 }
 
 func (m *doubleMachine) signal() {
@@ -102,12 +104,12 @@ func TestUpdateOnTheRpmOstreeDouble(t *testing.T) {
 	m := newDoubleMachine(t,
 		rpmostree.Deployment{Checksum: oldSum, ImageRef: oldRef, Digest: "sha256:" + strings.Repeat("a", 64), Kargs: []string{"rw"}},
 		map[string]rpmostree.Image{newImage: {Checksum: newSum, Digest: "sha256:" + strings.Repeat("c", 64), Version: "42.1"}})
-	p := newPool(t, "ostree", poolOptions{count: 1, maxUnavailable: 1, tune: func(n *SimNode) { n.Machine = m }})
+	p := newPool(t, "ostree", poolOptions{count: 1, maxUnavailable: 1, tune: func(n *sim.SimNode) { n.Machine = m }})
 	name := p.names[0]
 	target := "ostree-unverified-registry:" + newImage
 	p.startAgents()
 	p.grant(target, 1, 0)
-	p.waitStep(name, daemon.StepDone, time.Minute)
+	p.waitStep(name, v1alpha1.StepDone, time.Minute)
 
 	s := m.double.State(t)
 	booted, err := s.BootedDeployment()
@@ -128,7 +130,7 @@ func TestUpdateOnTheRpmOstreeDouble(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.Spec.Unschedulable || n.Annotations[p.keys.StateTarget] != target {
-		t.Fatalf("node after the update: unschedulable %v state-target %q", n.Spec.Unschedulable, n.Annotations[p.keys.StateTarget])
+	if n.Spec.Unschedulable || n.Annotations[v1alpha1.AnnotationStateTarget] != target {
+		t.Fatalf("node after the update: unschedulable %v state-target %q", n.Spec.Unschedulable, n.Annotations[v1alpha1.AnnotationStateTarget])
 	}
 }

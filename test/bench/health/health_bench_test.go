@@ -47,9 +47,11 @@ func benchConfig() conditions.Config {
 	return cfg
 }
 
-func runHealth(b *testing.B, cfg daemon.HealthConfig) {
+// runHealth runs the real agent, health half only, and waits until it is
+// ready.
+func runHealth(b *testing.B, cfg daemon.Config) {
 	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	h, err := daemon.NewHealth(cfg)
+	h, err := daemon.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -170,8 +172,8 @@ func BenchmarkNetworkDetectionToTaint(b *testing.B) {
 
 	cfg := benchConfig()
 	cfg.Network.Enabled, cfg.Network.Family = true, "ipv4"
-	runHealth(b, daemon.HealthConfig{RestConfig: cp.Config(), NodeName: node, Config: cfg,
-		NetworkOptions: []conditions.NetworkOption{conditions.InNetworkNamespace(ns)}})
+	runHealth(b, daemon.Config{RestConfig: cp.Config(), NodeName: node, Health: &daemon.HealthConfig{Conditions: cfg,
+		NetworkOptions: []conditions.NetworkOption{conditions.InNetworkNamespace(ns)}}})
 	changes := taintWatcher(b, cp.Client(), node, "nodeward.io/network-unavailable")
 	samples := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
@@ -205,7 +207,7 @@ func BenchmarkDiskDetectionToTaint(b *testing.B) {
 	cfg := benchConfig()
 	cfg.Disk.Enabled, cfg.Disk.Paths, cfg.Disk.MinAvailablePercent = true, []string{mnt}, 50
 	cfg.Disk.PollInterval.Duration = time.Second
-	runHealth(b, daemon.HealthConfig{RestConfig: cp.Config(), NodeName: node, Config: cfg})
+	runHealth(b, daemon.Config{RestConfig: cp.Config(), NodeName: node, Health: &daemon.HealthConfig{Conditions: cfg}})
 	changes := taintWatcher(b, cp.Client(), node, "nodeward.io/disk-pressure")
 	big := mnt + "/big"
 	samples := make([]time.Duration, 0, b.N)

@@ -35,7 +35,7 @@ func benchMemory(b *testing.B, trigger string) {
 	node := cp.CreateNodes(b, cluster.NodeSpec{Prefix: "bench-mem", Count: 1})[0]
 	cfg := benchConfig()
 	cfg.Memory.Enabled, cfg.Memory.Trigger = true, trigger
-	runHealth(b, daemon.HealthConfig{RestConfig: cp.Config(), NodeName: node, Config: cfg})
+	runHealth(b, daemon.Config{RestConfig: cp.Config(), NodeName: node, Health: &daemon.HealthConfig{Conditions: cfg}})
 	changes := taintWatcher(b, cp.Client(), node, "nodeward.io/memory-pressure")
 	kernel := kernelTriggerEvents(b, trigger)
 	samples := make([]time.Duration, 0, b.N)

@@ -20,9 +20,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodeward/nodeward/daemon"
+	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/daemon/update"
 	"github.com/nodeward/nodeward/test/cluster"
-	"github.com/nodeward/nodeward/test/e2e"
+	"github.com/nodeward/nodeward/test/sim"
 )
 
 var env cluster.Env
@@ -48,12 +49,12 @@ func rollout(b *testing.B, count, maxUnavailable int, stageAfterDrain bool) (tim
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var wg sync.WaitGroup
-	nodes := make([]*e2e.SimNode, count)
+	nodes := make([]*sim.SimNode, count)
 	for i, name := range names {
-		host := e2e.NewSimHost("os-1")
+		host := sim.NewSimHost("os-1")
 		host.StageDelay = download
-		nodes[i] = &e2e.SimNode{Name: name, Host: host, StateDir: b.TempDir(), Client: cp.Kube(), Log: log,
-			RebootDelay: reboot, Tune: func(c *daemon.UpdateAgentConfig) { c.StageAfterDrain = stageAfterDrain }}
+		nodes[i] = &sim.SimNode{Name: name, Host: host, StateDir: b.TempDir(), RestConfig: cp.Config(), Log: log,
+			RebootDelay: reboot, TuneUpdate: func(c *update.Config) { c.StageAfterDrain = stageAfterDrain }}
 		if err := nodes[i].Start(); err != nil {
 			b.Fatal(err)
 		}
@@ -66,9 +67,8 @@ func rollout(b *testing.B, count, maxUnavailable int, stageAfterDrain bool) (tim
 			n.Kill()
 		}
 	}()
-	keys := daemon.DefaultAnnotationKeys()
-	granter := &e2e.Granter{Client: cp.Client(), Selector: cluster.GroupLabel + "=" + prefix, Target: "os-2",
-		MaxUnavailable: maxUnavailable, Keys: keys}
+	granter := &sim.Granter{Client: cp.Client(), Selector: cluster.GroupLabel + "=" + prefix, Target: "os-2",
+		MaxUnavailable: maxUnavailable}
 	b.ResetTimer()
 	start := time.Now()
 	wg.Go(func() { granter.Run(ctx, 100*time.Millisecond) })
@@ -81,10 +81,10 @@ func rollout(b *testing.B, count, maxUnavailable int, stageAfterDrain bool) (tim
 		}
 		now := time.Now()
 		for _, n := range list.Items {
-			if t, err := time.Parse(time.RFC3339Nano, n.Annotations[keys.Unavailable]); err == nil {
+			if t, err := time.Parse(time.RFC3339Nano, n.Annotations[v1alpha1.AnnotationUnavailableSince]); err == nil {
 				since[n.Name] = t
 			}
-			if n.Annotations[keys.State] == string(daemon.StepDone) && done[n.Name].IsZero() {
+			if n.Annotations[v1alpha1.AnnotationState] == string(v1alpha1.StepDone) && done[n.Name].IsZero() {
 				done[n.Name] = now
 			}
 		}

@@ -1,4 +1,4 @@
-package daemon
+package update
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package daemon
+package update
 
 import (
 	"context"
@@ -7,27 +7,28 @@ import (
 	"log/slog"
 	"time"
 
+	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 )
 
-// UpdateConfig wires the update machine. Store, Node, Protocol, OS, Reboot,
-// BootID and Drain are required; the rest have defaults.
-type UpdateConfig struct {
-	Store    StateStore
-	Node     NodeSource
-	Protocol Protocol
-	OS       OSUpdater
-	Reboot   Rebooter
-	BootID   BootIDFunc
-	Drain    Drainer
+// Config wires the update machine. Store, Node, Protocol, OS, Reboot,
+// BootID and Workloads are required; the rest have defaults.
+type Config struct {
+	Store     Store
+	Node      NodeSource
+	Protocol  Protocol
+	OS        OSUpdater
+	Reboot    Rebooter
+	BootID    BootIDFunc
+	Workloads Workloads
 
-	// Health decides when a rebooted node is back; DefaultHealthCheck
-	// (node Ready, nodeward's health conditions clear) when nil.
-	Health HealthCheck
+	// Check decides when a rebooted node is back in service; Serving
+	// (v1alpha1.NotServing) when nil.
+	Check  ServiceCheck
 	Events EventSink
 	Status StatusSink
 	// Metrics receives step changes; nil records nothing.
-	Metrics *UpdateMetrics
+	Metrics *Metrics
 	Log     *slog.Logger
 
 	// Wake is signalled when the node changed; the machine also polls
@@ -54,9 +55,9 @@ type UpdateConfig struct {
 	StageAfterDrain bool
 }
 
-// UpdateMachine runs the persisted update lifecycle of one node.
-type UpdateMachine struct {
-	cfg   UpdateConfig
+// Machine runs the persisted update lifecycle of one node.
+type Machine struct {
+	cfg   Config
 	state State
 	// saved is the last state written to the file and reported; a step
 	// whose state differs is persisted before the machine acts again.
@@ -68,18 +69,19 @@ type UpdateMachine struct {
 	// proves the machine did not reboot.
 	rebootAsked time.Time
 	synced      chan struct{}
+	table       map[v1alpha1.Step]stepFunc
 }
 
-// NewUpdateMachine checks cfg and fills in defaults.
-func NewUpdateMachine(cfg UpdateConfig) (*UpdateMachine, error) {
+// NewMachine checks cfg and fills in defaults.
+func NewMachine(cfg Config) (*Machine, error) {
 	switch {
 	case cfg.Store.Path == "":
 		return nil, errors.New("update machine: Store.Path is empty")
-	case cfg.Node == nil, cfg.Protocol == nil, cfg.OS == nil, cfg.Reboot == nil, cfg.BootID == nil, cfg.Drain == nil:
-		return nil, errors.New("update machine: Node, Protocol, OS, Reboot, BootID and Drain are required")
+	case cfg.Node == nil, cfg.Protocol == nil, cfg.OS == nil, cfg.Reboot == nil, cfg.BootID == nil, cfg.Workloads == nil:
+		return nil, errors.New("update machine: Node, Protocol, OS, Reboot, BootID and Workloads are required")
 	}
-	if cfg.Health == nil {
-		cfg.Health = DefaultHealthCheck
+	if cfg.Check == nil {
+		cfg.Check = Serving
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -100,19 +102,21 @@ func NewUpdateMachine(cfg UpdateConfig) (*UpdateMachine, error) {
 			*d.d = d.def
 		}
 	}
-	return &UpdateMachine{cfg: cfg, synced: make(chan struct{})}, nil
+	m := &Machine{cfg: cfg, synced: make(chan struct{})}
+	m.table = m.steps()
+	return m, nil
 }
 
 // State returns the current state (for status and tests).
-func (m *UpdateMachine) State() State { return m.state }
+func (m *Machine) State() State { return m.state }
 
 // Synced is closed once the machine has loaded its state, reported it and
 // run its first step: the agent is ready from then on.
-func (m *UpdateMachine) Synced() <-chan struct{} { return m.synced }
+func (m *Machine) Synced() <-chan struct{} { return m.synced }
 
 // Run drives the machine until ctx ends. Errors of one step are logged and
 // the step is retried after the poll interval.
-func (m *UpdateMachine) Run(ctx context.Context) error {
+func (m *Machine) Run(ctx context.Context) error {
 	for {
 		progressed, err := m.Advance(ctx)
 		if ctx.Err() != nil {
@@ -137,7 +141,7 @@ func (m *UpdateMachine) Run(ctx context.Context) error {
 // the machine to another step, false when it waits. The new state is
 // persisted (state file, then node annotations) before Advance returns, so
 // the next step acts only once its name is on disk.
-func (m *UpdateMachine) Advance(ctx context.Context) (progressed bool, err error) {
+func (m *Machine) Advance(ctx context.Context) (progressed bool, err error) {
 	if !m.loaded {
 		st, err := m.cfg.Store.Load()
 		if err != nil {
@@ -162,7 +166,7 @@ func (m *UpdateMachine) Advance(ctx context.Context) (progressed bool, err error
 	if err != nil {
 		return false, fmt.Errorf("get node: %w", err)
 	}
-	desired, err := m.cfg.Protocol.Desired(node)
+	desired, err := m.cfg.Protocol.Desired(ctx, node)
 	if err != nil {
 		return false, fmt.Errorf("read the coordinator's wishes: %w", err)
 	}
@@ -181,7 +185,7 @@ func (m *UpdateMachine) Advance(ctx context.Context) (progressed bool, err error
 	return next != from, stepErr
 }
 
-func (m *UpdateMachine) markSynced() {
+func (m *Machine) markSynced() {
 	select {
 	case <-m.synced:
 	default:
@@ -190,12 +194,12 @@ func (m *UpdateMachine) markSynced() {
 }
 
 // enter switches to step next, keeping the per-update fields.
-func (m *UpdateMachine) enter(next Step) {
+func (m *Machine) enter(next v1alpha1.Step) {
 	now := m.cfg.Now()
 	if m.cfg.Metrics != nil {
 		m.cfg.Metrics.stepDone(m.state.Step, now.Sub(m.state.StepSince))
 	}
-	if next.Unavailable() && m.state.UnavailableSince.IsZero() {
+	if next.Disrupting() && m.state.UnavailableSince.IsZero() {
 		m.state.UnavailableSince = now
 	}
 	m.state.Step, m.state.StepSince = next, now
@@ -203,7 +207,7 @@ func (m *UpdateMachine) enter(next Step) {
 
 // persist writes the state file and then the annotations when the state
 // changed since the last write.
-func (m *UpdateMachine) persist(ctx context.Context) error {
+func (m *Machine) persist(ctx context.Context) error {
 	if m.state == m.saved {
 		return nil
 	}
@@ -218,13 +222,13 @@ func (m *UpdateMachine) persist(ctx context.Context) error {
 	return nil
 }
 
-func (m *UpdateMachine) announce(node *corev1.Node, from, to Step) {
+func (m *Machine) announce(node *corev1.Node, from, to v1alpha1.Step) {
 	st := m.state
 	m.cfg.Log.Info("update step", "from", from, "to", to, "target", st.Target, "reason", st.Reason)
 	if m.cfg.Events != nil {
-		warning := to == StepDegraded || to == StepRolledBack || to == StepRollingBack || to == StepYielding
+		warning := to == v1alpha1.StepDegraded || to == v1alpha1.StepRolledBack || to == v1alpha1.StepRollingBack || to == v1alpha1.StepYielding
 		msg := fmt.Sprintf("update to %s: %s → %s", orNone(st.Target), from, to)
-		if st.Reason != "" && (warning || to == StepYielded) {
+		if st.Reason != "" && (warning || to == v1alpha1.StepYielded) {
 			msg += ": " + st.Reason
 		}
 		m.cfg.Events.Event(node, warning, "Update"+string(to), msg)
@@ -232,7 +236,7 @@ func (m *UpdateMachine) announce(node *corev1.Node, from, to Step) {
 	m.publish(node, to)
 }
 
-func (m *UpdateMachine) publish(_ *corev1.Node, step Step) {
+func (m *Machine) publish(_ *corev1.Node, step v1alpha1.Step) {
 	if m.cfg.Metrics != nil {
 		m.cfg.Metrics.setStep(step)
 	}
@@ -241,7 +245,7 @@ func (m *UpdateMachine) publish(_ *corev1.Node, step Step) {
 		if m.state.Target != "" {
 			line += " (target " + m.state.Target + ")"
 		}
-		if m.state.Reason != "" && (step == StepDegraded || step == StepYielded || step == StepRolledBack) {
+		if m.state.Reason != "" && (step == v1alpha1.StepDegraded || step == v1alpha1.StepYielded || step == v1alpha1.StepRolledBack) {
 			line += ": " + m.state.Reason
 		}
 		m.cfg.Status.Status(line)

@@ -1,4 +1,4 @@
-package daemon
+package update
 
 import (
 	"errors"
@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/drain"
 )
 
 // TestFullCycle follows one update from a new target to Done and checks the
@@ -21,18 +22,18 @@ func TestFullCycle(t *testing.T) {
 	w := newWorld(t, "os-1")
 	dir := t.TempDir()
 	m := w.machine(dir)
-	if got := settle(t, m); got != StepIdle {
+	if got := settle(t, m); got != v1alpha1.StepIdle {
 		t.Fatalf("without a target: step %s, want Idle", got)
 	}
 	w.set(func(w *world) { w.desired.Target = "os-2" })
-	if got := settle(t, m); got != StepStaged {
+	if got := settle(t, m); got != v1alpha1.StepStaged {
 		t.Fatalf("with a target and no grant: step %s, want Staged", got)
 	}
 	if w.staged != "os-2" || w.node.Spec.Unschedulable {
 		t.Fatalf("staging must stage without disruption: staged %q, unschedulable %v", w.staged, w.node.Spec.Unschedulable)
 	}
 	w.set(func(w *world) { w.desired.Grant = "g1" })
-	if got := settle(t, m); got != StepRebooting {
+	if got := settle(t, m); got != v1alpha1.StepRebooting {
 		t.Fatalf("after the grant: step %s, want Rebooting", got)
 	}
 	if w.totalReboots != 1 || !w.wasEverDrained || !w.node.Spec.Unschedulable || w.finalized != "os-2" {
@@ -41,7 +42,7 @@ func TestFullCycle(t *testing.T) {
 	}
 	w.boot(false)
 	m = w.machine(dir) // the agent starts again after the boot
-	if got := settle(t, m); got != StepDone {
+	if got := settle(t, m); got != v1alpha1.StepDone {
 		t.Fatalf("after the boot: step %s, want Done", got)
 	}
 	if w.booted != "os-2" || w.node.Spec.Unschedulable || w.uncordonedByUs != 1 || w.totalReboots != 1 {
@@ -51,14 +52,14 @@ func TestFullCycle(t *testing.T) {
 	if !m.State().StagedBeforeSlot {
 		t.Fatalf("staged before the grant, but StagedBeforeSlot is false")
 	}
-	want := []Step{StepIdle, StepStaging, StepStaged, StepGranted, StepHooksPreDrain, StepCordoning, StepDraining,
-		StepHooksPreReboot, StepFinalizing, StepRebooting, StepVerifying, StepWaitingHealthy, StepUncordoning, StepDone}
+	want := []v1alpha1.Step{v1alpha1.StepIdle, v1alpha1.StepStaging, v1alpha1.StepStaged, v1alpha1.StepGranted, v1alpha1.StepHooksPreDrain, v1alpha1.StepCordoning, v1alpha1.StepDraining,
+		v1alpha1.StepHooksPreReboot, v1alpha1.StepFinalizing, v1alpha1.StepRebooting, v1alpha1.StepVerifying, v1alpha1.StepWaitingHealthy, v1alpha1.StepUncordoning, v1alpha1.StepDone}
 	if !slices.Equal(w.reported, want) {
 		t.Fatalf("reported steps\n got %v\nwant %v", w.reported, want)
 	}
 	// A new target starts a new cycle from Done.
 	w.set(func(w *world) { w.desired = Desired{Target: "os-3"} })
-	if got := settle(t, m); got != StepStaged {
+	if got := settle(t, m); got != v1alpha1.StepStaged {
 		t.Fatalf("new target after Done: step %s, want Staged", got)
 	}
 }
@@ -69,8 +70,8 @@ func TestFullCycle(t *testing.T) {
 // finishes with one reboot, no cordon left and a finished drain first.
 func TestResumeAtEveryStep(t *testing.T) {
 	t.Parallel()
-	steps := []Step{StepStaging, StepStaged, StepGranted, StepHooksPreDrain, StepCordoning, StepDraining,
-		StepHooksPreReboot, StepFinalizing, StepRebooting, StepVerifying, StepWaitingHealthy, StepUncordoning}
+	steps := []v1alpha1.Step{v1alpha1.StepStaging, v1alpha1.StepStaged, v1alpha1.StepGranted, v1alpha1.StepHooksPreDrain, v1alpha1.StepCordoning, v1alpha1.StepDraining,
+		v1alpha1.StepHooksPreReboot, v1alpha1.StepFinalizing, v1alpha1.StepRebooting, v1alpha1.StepVerifying, v1alpha1.StepWaitingHealthy, v1alpha1.StepUncordoning}
 	for _, crashAt := range steps {
 		for _, actionDone := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/actionDone=%v", crashAt, actionDone), func(t *testing.T) {
@@ -80,8 +81,8 @@ func TestResumeAtEveryStep(t *testing.T) {
 				dir := t.TempDir()
 				m := w.machine(dir)
 				booted := false
-				if slices.Index(steps, crashAt) > slices.Index(steps, StepRebooting) {
-					runUntil(t, m, StepRebooting)
+				if slices.Index(steps, crashAt) > slices.Index(steps, v1alpha1.StepRebooting) {
+					runUntil(t, m, v1alpha1.StepRebooting)
 					settle(t, m)
 					w.boot(false)
 					booted = true
@@ -98,14 +99,14 @@ func TestResumeAtEveryStep(t *testing.T) {
 				m = w.machine(dir) // restart from the state file alone
 				settle(t, m)
 				if !booted {
-					if got := m.State().Step; got != StepRebooting {
+					if got := m.State().Step; got != v1alpha1.StepRebooting {
 						t.Fatalf("resumed agent waits in %s, want Rebooting", got)
 					}
 					w.boot(false)
 					m = w.machine(dir)
 					settle(t, m)
 				}
-				if got := m.State().Step; got != StepDone {
+				if got := m.State().Step; got != v1alpha1.StepDone {
 					t.Fatalf("resumed agent ends in %s, want Done (reported %v)", got, w.reported)
 				}
 				if w.totalReboots != 1 {
@@ -133,7 +134,7 @@ func TestCrashBetweenPersistAndReboot(t *testing.T) {
 	w.desired = Desired{Target: "os-2", Grant: "g1"}
 	dir := t.TempDir()
 	m := w.machine(dir)
-	runUntil(t, m, StepRebooting) // persisted, Reboot not yet called
+	runUntil(t, m, v1alpha1.StepRebooting) // persisted, Reboot not yet called
 	if w.totalReboots != 0 {
 		t.Fatalf("reboot asked before Rebooting was persisted")
 	}
@@ -151,7 +152,7 @@ func TestAdminCordonedNodeIsLeftAlone(t *testing.T) {
 	w.node.Spec.Unschedulable = true // an admin's cordon
 	w.desired = Desired{Target: "os-2", Grant: "g1"}
 	m := w.machine(t.TempDir())
-	if got := settle(t, m); got != StepYielded {
+	if got := settle(t, m); got != v1alpha1.StepYielded {
 		t.Fatalf("admin-cordoned node: step %s, want Yielded", got)
 	}
 	if !w.node.Spec.Unschedulable || w.uncordonedByUs != 0 || w.totalReboots != 0 || w.wasEverDrained {
@@ -160,7 +161,7 @@ func TestAdminCordonedNodeIsLeftAlone(t *testing.T) {
 	}
 	// The coordinator takes the grant back: the node waits staged again.
 	w.set(func(w *world) { w.desired.Grant = "" })
-	if got := settle(t, m); got != StepStaged {
+	if got := settle(t, m); got != v1alpha1.StepStaged {
 		t.Fatalf("after the grant is withdrawn: step %s, want Staged", got)
 	}
 }
@@ -168,18 +169,18 @@ func TestAdminCordonedNodeIsLeftAlone(t *testing.T) {
 func TestBlockedDrainYieldsWhenThePoolSaysSo(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "os-1")
-	w.drainErr = fmt.Errorf("pod a/b: %w", ErrDrainBlocked)
+	w.drainErr = fmt.Errorf("pod a/b: %w", drain.ErrBlocked)
 	w.desired = Desired{Target: "os-2", Grant: "g1", YieldOnDrainTimeout: true, DrainTimeout: 30 * time.Second}
 	m := w.machine(t.TempDir())
-	if got := settle(t, m); got != StepDraining {
+	if got := settle(t, m); got != v1alpha1.StepDraining {
 		t.Fatalf("blocked drain: step %s, want Draining", got)
 	}
 	w.advance(20 * time.Second)
-	if got := settle(t, m); got != StepDraining {
+	if got := settle(t, m); got != v1alpha1.StepDraining {
 		t.Fatalf("blocked drain within its timeout: step %s, want Draining", got)
 	}
 	w.advance(20 * time.Second)
-	if got := settle(t, m); got != StepYielded {
+	if got := settle(t, m); got != v1alpha1.StepYielded {
 		t.Fatalf("blocked drain past its timeout: step %s, want Yielded", got)
 	}
 	if w.node.Spec.Unschedulable || w.totalReboots != 0 {
@@ -194,16 +195,16 @@ func TestBlockedDrainYieldsWhenThePoolSaysSo(t *testing.T) {
 func TestBlockedDrainKeepsTryingWithoutYield(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "os-1")
-	w.drainErr = ErrDrainBlocked
+	w.drainErr = drain.ErrBlocked
 	w.desired = Desired{Target: "os-2", Grant: "g1"}
 	m := w.machine(t.TempDir())
 	settle(t, m)
 	w.advance(time.Hour)
-	if got := settle(t, m); got != StepDraining {
+	if got := settle(t, m); got != v1alpha1.StepDraining {
 		t.Fatalf("step %s, want Draining", got)
 	}
 	w.set(func(w *world) { w.drainErr = nil })
-	if got := settle(t, m); got != StepRebooting {
+	if got := settle(t, m); got != v1alpha1.StepRebooting {
 		t.Fatalf("after the PDB allows it: step %s, want Rebooting", got)
 	}
 }
@@ -215,15 +216,15 @@ func TestHooksHoldTheirSteps(t *testing.T) {
 	w.node.Annotations[v1alpha1.PreRebootHookPrefix+"detach"] = "storage"
 	w.desired = Desired{Target: "os-2", Grant: "g1"}
 	m := w.machine(t.TempDir())
-	if got := settle(t, m); got != StepHooksPreDrain || w.node.Spec.Unschedulable {
+	if got := settle(t, m); got != v1alpha1.StepHooksPreDrain || w.node.Spec.Unschedulable {
 		t.Fatalf("pre-drain hook present: step %s unschedulable %v, want HooksPreDrain and schedulable", got, w.node.Spec.Unschedulable)
 	}
 	w.set(func(w *world) { delete(w.node.Annotations, v1alpha1.PreDrainHookPrefix+"quorum") })
-	if got := settle(t, m); got != StepHooksPreReboot || w.finalized != "" {
+	if got := settle(t, m); got != v1alpha1.StepHooksPreReboot || w.finalized != "" {
 		t.Fatalf("pre-reboot hook present: step %s finalized %q, want HooksPreReboot and nothing finalized", got, w.finalized)
 	}
 	w.set(func(w *world) { delete(w.node.Annotations, v1alpha1.PreRebootHookPrefix+"detach") })
-	if got := settle(t, m); got != StepRebooting {
+	if got := settle(t, m); got != v1alpha1.StepRebooting {
 		t.Fatalf("hooks removed: step %s, want Rebooting", got)
 	}
 }
@@ -237,12 +238,12 @@ func TestFailedVerificationRollsBackAndDegrades(t *testing.T) {
 	settle(t, m)
 	w.boot(true) // the new deployment did not come up
 	m = w.machine(dir)
-	if got := settle(t, m); got != StepRebooting || !w.rolledBack {
+	if got := settle(t, m); got != v1alpha1.StepRebooting || !w.rolledBack {
 		t.Fatalf("failed verification: step %s rolledBack %v, want Rebooting into the rollback", got, w.rolledBack)
 	}
 	w.boot(false)
 	m = w.machine(dir)
-	if got := settle(t, m); got != StepDegraded {
+	if got := settle(t, m); got != v1alpha1.StepDegraded {
 		t.Fatalf("after the rollback boot: step %s, want Degraded", got)
 	}
 	if w.booted != "os-1" || !w.node.Spec.Unschedulable || w.totalReboots != 2 {
@@ -254,12 +255,12 @@ func TestFailedVerificationRollsBackAndDegrades(t *testing.T) {
 	}
 	// The operator publishes a new target: the node updates to it.
 	w.set(func(w *world) { w.desired = Desired{Target: "os-3", Grant: "g2"} })
-	if got := settle(t, m); got != StepRebooting {
+	if got := settle(t, m); got != v1alpha1.StepRebooting {
 		t.Fatalf("new target after Degraded: step %s, want Rebooting", got)
 	}
 	w.boot(false)
 	m = w.machine(dir)
-	if got := settle(t, m); got != StepDone || w.node.Spec.Unschedulable {
+	if got := settle(t, m); got != v1alpha1.StepDone || w.node.Spec.Unschedulable {
 		t.Fatalf("after the new target: step %s unschedulable %v", got, w.node.Spec.Unschedulable)
 	}
 }
@@ -277,11 +278,11 @@ func TestWaitsForHealthThenDegrades(t *testing.T) {
 			corev1.NodeCondition{Type: v1alpha1.ConditionDiskPressure, Status: corev1.ConditionTrue})
 	})
 	m = w.machine(dir)
-	if got := settle(t, m); got != StepWaitingHealthy || !w.node.Spec.Unschedulable {
+	if got := settle(t, m); got != v1alpha1.StepWaitingHealthy || !w.node.Spec.Unschedulable {
 		t.Fatalf("unhealthy after boot: step %s unschedulable %v", got, w.node.Spec.Unschedulable)
 	}
 	w.advance(2 * time.Minute)
-	if got := settle(t, m); got != StepDegraded {
+	if got := settle(t, m); got != v1alpha1.StepDegraded {
 		t.Fatalf("unhealthy past the timeout: step %s, want Degraded", got)
 	}
 }
@@ -302,7 +303,7 @@ func TestAlreadyOnTargetReportsDone(t *testing.T) {
 	w := newWorld(t, "os-2")
 	w.desired = Desired{Target: "os-2", Grant: "g1"}
 	m := w.machine(t.TempDir())
-	if got := settle(t, m); got != StepDone || w.totalReboots != 0 || w.node.Spec.Unschedulable {
+	if got := settle(t, m); got != v1alpha1.StepDone || w.totalReboots != 0 || w.node.Spec.Unschedulable {
 		t.Fatalf("node already on the target: step %s reboots %d unschedulable %v", got, w.totalReboots, w.node.Spec.Unschedulable)
 	}
 }
@@ -313,25 +314,25 @@ func TestStagingFailureIsRetried(t *testing.T) {
 	w.stageErr = errors.New("registry unreachable")
 	w.desired = Desired{Target: "os-2"}
 	m := w.machine(t.TempDir())
-	runUntil(t, m, StepStaging)
+	runUntil(t, m, v1alpha1.StepStaging)
 	if _, err := m.Advance(t.Context()); err == nil {
 		t.Fatalf("staging error not returned")
 	}
 	w.set(func(w *world) { w.stageErr = nil })
-	if got := settle(t, m); got != StepStaged {
+	if got := settle(t, m); got != v1alpha1.StepStaged {
 		t.Fatalf("after the registry is back: step %s, want Staged", got)
 	}
 }
 
-func TestStateStore(t *testing.T) {
+func TestStore(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	store := StateStore{Path: filepath.Join(dir, "sub", "state.json")}
+	store := Store{Path: filepath.Join(dir, "sub", "state.json")}
 	st, err := store.Load()
-	if err != nil || st.Step != StepIdle {
+	if err != nil || st.Step != v1alpha1.StepIdle {
 		t.Fatalf("missing file: %+v, %v; want Idle", st, err)
 	}
-	want := State{Step: StepDraining, Target: "os-2", Grant: "g", Cordoned: true, StepSince: time.Unix(5, 0).UTC()}
+	want := State{Step: v1alpha1.StepDraining, Target: "os-2", Grant: "g", Cordoned: true, StepSince: time.Unix(5, 0).UTC()}
 	if err := store.Save(want); err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +345,7 @@ func TestStateStore(t *testing.T) {
 		t.Fatalf("temporary files left behind: %v", entries)
 	}
 	for name, content := range map[string]string{"torn": `{"step":"Drai`, "unknown": `{"step":"Exploding"}`} {
-		bad := StateStore{Path: filepath.Join(dir, name)}
+		bad := Store{Path: filepath.Join(dir, name)}
 		if err := os.WriteFile(bad.Path, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -363,7 +364,7 @@ func FuzzStateLoad(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		st, err := StateStore{Path: path}.Load()
+		st, err := Store{Path: path}.Load()
 		if err == nil && !st.Step.Valid() {
 			t.Fatalf("accepted invalid step %q", st.Step)
 		}
@@ -380,7 +381,7 @@ func TestFinalizeThatRebootsByItself(t *testing.T) {
 	w.desired = Desired{Target: "os-2", Grant: "g1"}
 	dir := t.TempDir()
 	m := w.machine(dir)
-	runUntil(t, m, StepFinalizing)
+	runUntil(t, m, v1alpha1.StepFinalizing)
 	if err := w.Finalize(t.Context(), "os-2"); err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +390,7 @@ func TestFinalizeThatRebootsByItself(t *testing.T) {
 	}
 	w.boot(false)
 	m = w.machine(dir)
-	if got := settle(t, m); got != StepDone {
+	if got := settle(t, m); got != v1alpha1.StepDone {
 		t.Fatalf("after a reboot done by finalization: step %s, want Done (reported %v)", got, w.reported)
 	}
 	if w.totalReboots != 1 || w.booted != "os-2" || w.node.Spec.Unschedulable {

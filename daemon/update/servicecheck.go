@@ -1,4 +1,4 @@
-package daemon
+package update
 
 import (
 	"context"
@@ -16,11 +16,11 @@ import (
 // PodsReadyCheck is a post-update check: after the reboot, the node is
 // healthy only once at least one pod matching selector runs on it and every
 // such pod is Ready (a CNI or storage DaemonSet, say). It adds to
-// DefaultHealthCheck; it lists only the node's pods, and only while the
+// Serving; it lists only the node's pods, and only while the
 // update waits for health.
-func PodsReadyCheck(client *kube.Client, selector labels.Selector) HealthCheck {
+func PodsReadyCheck(client *kube.Client, selector labels.Selector) ServiceCheck {
 	return func(ctx context.Context, node *corev1.Node) (bool, string, error) {
-		if ok, reason, err := DefaultHealthCheck(ctx, node); !ok || err != nil {
+		if ok, reason, err := Serving(ctx, node); !ok || err != nil {
 			return ok, reason, err
 		}
 		pods, err := client.Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{

@@ -1,4 +1,4 @@
-package daemon
+package update
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/drain"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -38,10 +40,11 @@ type world struct {
 	uncordonedByUs  int
 	wasEverDrained  bool
 	rebootUndrained bool
+	forceDrains     int
 
 	// protocol
 	desired  Desired
-	reported []Step
+	reported []v1alpha1.Step
 	now      time.Time
 }
 
@@ -128,7 +131,7 @@ func (w *world) boot(bad bool) {
 	}
 }
 
-// Drainer
+// Workloads
 func (w *world) Cordon(context.Context) (bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -150,6 +153,16 @@ func (w *world) Drain(context.Context) error {
 	w.drained, w.wasEverDrained = true, true
 	return nil
 }
+
+// ForceDrain deletes whatever blocks: it always drains.
+func (w *world) ForceDrain(context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.forceDrains++
+	w.drained, w.wasEverDrained = true, true
+	return nil
+}
+func (w *world) ReportHooks(context.Context, drain.HookPoint, []drain.Hook) error { return nil }
 func (w *world) Uncordon(context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -169,7 +182,7 @@ func (w *world) Node(context.Context) (*corev1.Node, error) {
 }
 
 // Protocol
-func (w *world) Desired(*corev1.Node) (Desired, error) {
+func (w *world) Desired(context.Context, *corev1.Node) (Desired, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.desired, nil
@@ -191,11 +204,11 @@ func (w *world) advance(d time.Duration) { w.set(func(w *world) { w.now = w.now.
 
 // machine builds an update machine on w with its state in dir, as a fresh
 // agent process would after a (re)start.
-func (w *world) machine(dir string) *UpdateMachine {
+func (w *world) machine(dir string) *Machine {
 	w.t.Helper()
-	m, err := NewUpdateMachine(UpdateConfig{
-		Store: StateStore{Path: filepath.Join(dir, "update-state.json")},
-		Node:  w, Protocol: w, OS: w, Reboot: w, BootID: w.BootID, Drain: w,
+	m, err := NewMachine(Config{
+		Store: Store{Path: filepath.Join(dir, "update-state.json")},
+		Node:  w, Protocol: w, OS: w, Reboot: w, BootID: w.BootID, Workloads: w,
 		Log:          slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Now:          w.clock,
 		DrainTimeout: time.Minute, HealthTimeout: time.Minute, RebootRetry: time.Hour,
@@ -207,7 +220,7 @@ func (w *world) machine(dir string) *UpdateMachine {
 }
 
 // settle advances m until it waits, failing after too many steps.
-func settle(t *testing.T, m *UpdateMachine) Step {
+func settle(t *testing.T, m *Machine) v1alpha1.Step {
 	t.Helper()
 	for range 50 {
 		progressed, err := m.Advance(context.Background())
@@ -224,7 +237,7 @@ func settle(t *testing.T, m *UpdateMachine) Step {
 
 // runUntil advances m until it enters step want, failing when it waits
 // somewhere else first.
-func runUntil(t *testing.T, m *UpdateMachine, want Step) {
+func runUntil(t *testing.T, m *Machine, want v1alpha1.Step) {
 	t.Helper()
 	for range 50 {
 		if m.State().Step == want {

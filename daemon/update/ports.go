@@ -1,10 +1,10 @@
-package daemon
+package update
 
 import (
 	"context"
-	"errors"
 	"time"
 
+	"github.com/nodeward/nodeward/drain"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -53,24 +53,28 @@ type Rebooter interface {
 // which changes at every boot.
 type BootIDFunc func() (string, error)
 
-// Drainer cordons and drains this node.
-type Drainer interface {
+// Workloads moves the node's workloads away before the reboot and lets
+// them back after it: cordon, drain, uncordon.
+type Workloads interface {
 	// Cordon marks the node unschedulable and records on the node that
 	// nodeward did it. When someone else had already cordoned the node it
 	// changes nothing and returns false. When nodeward's own record is
 	// there (a cordon before a crash) it returns true.
 	Cordon(ctx context.Context) (byNodeward bool, err error)
 	// Drain evicts the node's pods, honouring PDBs. It returns nil once
-	// the node is drained and an error wrapping ErrDrainBlocked when a
+	// the node is drained and an error wrapping drain.ErrBlocked when a
 	// PDB or a failing eviction keeps pods on the node.
 	Drain(ctx context.Context) error
+	// ForceDrain drains like Drain, then deletes the pods still blocking
+	// (a pool's onTimeout: Force, an explicit opt-in).
+	ForceDrain(ctx context.Context) error
 	// Uncordon makes the node schedulable again, only if nodeward's record
 	// of its own cordon is present, and removes that record.
 	Uncordon(ctx context.Context) error
+	// ReportHooks publishes which lifecycle hooks of point hold the
+	// update (the Drainable or Rebootable condition).
+	ReportHooks(ctx context.Context, point drain.HookPoint, hooks []drain.Hook) error
 }
-
-// ErrDrainBlocked marks a drain that cannot finish for now.
-var ErrDrainBlocked = errors.New("drain blocked")
 
 // NodeSource gives the latest known state of this node (from a watch).
 type NodeSource interface {
@@ -88,8 +92,7 @@ type Desired struct {
 	// past DrainTimeout; otherwise the agent keeps retrying.
 	YieldOnDrainTimeout bool
 	// ForceOnDrainTimeout force-deletes the pods still blocking a drain
-	// past DrainTimeout (the pool's explicit opt-in); it needs a Drainer
-	// that implements ForceDrainer.
+	// past DrainTimeout (the pool's explicit opt-in).
 	ForceOnDrainTimeout bool
 	// DrainTimeout overrides the agent's drain timeout when non-zero.
 	DrainTimeout time.Duration
@@ -99,17 +102,17 @@ type Desired struct {
 // own or the MCO).
 type Protocol interface {
 	// Desired reads what the coordinator asks of node.
-	Desired(node *corev1.Node) (Desired, error)
+	Desired(ctx context.Context, node *corev1.Node) (Desired, error)
 	// Report publishes the agent's state on the node. It must be
 	// idempotent: the same state may be reported again after a crash.
 	Report(ctx context.Context, st State) error
 }
 
-// HealthCheck tells whether the node is back to serving after the reboot.
-// It returns a reason when it is not.
-type HealthCheck func(ctx context.Context, node *corev1.Node) (ok bool, reason string, err error)
+// ServiceCheck tells whether the node is back in service after the reboot
+// and may be uncordoned. It returns a reason when it is not.
+type ServiceCheck func(ctx context.Context, node *corev1.Node) (ok bool, reason string, err error)
 
-// EventSink records an event on the node for a step.
+// EventSink records an Event on the node for a step.
 type EventSink interface {
 	Event(node *corev1.Node, warning bool, reason, message string)
 }

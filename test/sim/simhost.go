@@ -1,7 +1,7 @@
 // Package e2e holds the end-to-end scenarios of the update lifecycle and
 // the simulated host they run agents on: an rpm-ostree and reboot double
 // whose state outlives the agent, as a real host's does.
-package e2e
+package sim
 
 import (
 	"context"

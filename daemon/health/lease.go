@@ -1,4 +1,4 @@
-package daemon
+package health
 
 import (
 	"context"
@@ -7,9 +7,9 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodeward/nodeward/api/kube"
@@ -20,20 +20,32 @@ import (
 // (v1alpha1.AgentLeaseNamespace/AgentLeaseName(node)) renewed, so that the
 // coordinator can tell a dead agent from a healthy node.
 type LeaseRenewer struct {
-	client   *kube.Client
-	node     string
-	interval time.Duration
-	// owner returns the Node's name and UID once known; the Lease is then
-	// owned by the Node and garbage-collected with it.
-	owner func() (name, uid string)
-	log   *slog.Logger
-
+	cfg   LeaseConfig
 	lease *coordinationv1.Lease // last written copy, to renew without a read
 }
 
-// NewLeaseRenewer renews every interval; owner may be nil.
-func NewLeaseRenewer(client *kube.Client, node string, interval time.Duration, owner func() (string, string), log *slog.Logger) *LeaseRenewer {
-	return &LeaseRenewer{client: client, node: node, interval: interval, owner: owner, log: log}
+// LeaseConfig wires a LeaseRenewer.
+type LeaseConfig struct {
+	Client   *kube.Client
+	Node     string
+	Interval time.Duration
+	// Owner returns the Node once known (nil before); the Lease is then
+	// created owned by the Node and garbage-collected with it. Optional.
+	Owner func() *corev1.Node
+	Log   *slog.Logger
+	// Now is the clock written into the Lease; time.Now when nil.
+	Now func() time.Time
+}
+
+// NewLeaseRenewer renews every cfg.Interval.
+func NewLeaseRenewer(cfg LeaseConfig) *LeaseRenewer {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &LeaseRenewer{cfg: cfg}
 }
 
 // Run renews until ctx ends. A failed renewal is retried sooner (a quarter
@@ -47,13 +59,13 @@ func (l *LeaseRenewer) Run(ctx context.Context) {
 			return
 		case <-timer.C:
 		}
-		next := l.interval
+		next := l.cfg.Interval
 		if err := l.Renew(ctx); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			l.log.Warn("renewing the liveness Lease failed", "node", l.node, "err", err)
-			next = max(l.interval/4, 100*time.Millisecond)
+			l.cfg.Log.Warn("renewing the liveness Lease failed", "node", l.cfg.Node, "err", err)
+			next = max(l.cfg.Interval/4, 100*time.Millisecond)
 		}
 		timer.Reset(next)
 	}
@@ -61,9 +73,9 @@ func (l *LeaseRenewer) Run(ctx context.Context) {
 
 // Renew writes renewTime = now, creating the Lease when missing.
 func (l *LeaseRenewer) Renew(ctx context.Context) error {
-	leases := l.client.Leases(v1alpha1.AgentLeaseNamespace)
-	name := v1alpha1.AgentLeaseName(l.node)
-	now := metav1.NewMicroTime(time.Now())
+	leases := l.cfg.Client.Leases(v1alpha1.AgentLeaseNamespace)
+	name := v1alpha1.AgentLeaseName(l.cfg.Node)
+	now := metav1.NewMicroTime(l.cfg.Now())
 	if l.lease == nil {
 		existing, err := leases.Get(ctx, name, metav1.GetOptions{})
 		switch {
@@ -80,7 +92,7 @@ func (l *LeaseRenewer) Renew(ctx context.Context) error {
 		l.lease = existing
 	}
 	lease := l.lease.DeepCopy()
-	lease.Spec.HolderIdentity = ptr.To(l.node)
+	lease.Spec.HolderIdentity = ptr.To(l.cfg.Node)
 	lease.Spec.LeaseDurationSeconds = ptr.To[int32](v1alpha1.AgentLeaseDurationSeconds)
 	lease.Spec.RenewTime = &now
 	updated, err := leases.Update(ctx, lease, metav1.UpdateOptions{})
@@ -96,16 +108,16 @@ func (l *LeaseRenewer) newLease(name string, now metav1.MicroTime) *coordination
 	lease := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: v1alpha1.AgentLeaseNamespace},
 		Spec: coordinationv1.LeaseSpec{
-			HolderIdentity:       ptr.To(l.node),
+			HolderIdentity:       ptr.To(l.cfg.Node),
 			LeaseDurationSeconds: ptr.To[int32](v1alpha1.AgentLeaseDurationSeconds),
 			AcquireTime:          &now,
 			RenewTime:            &now,
 		},
 	}
-	if l.owner != nil {
-		if nodeName, uid := l.owner(); uid != "" {
+	if l.cfg.Owner != nil {
+		if node := l.cfg.Owner(); node != nil && node.UID != "" {
 			lease.OwnerReferences = []metav1.OwnerReference{{
-				APIVersion: "v1", Kind: "Node", Name: nodeName, UID: types.UID(uid),
+				APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID,
 			}}
 		}
 	}

@@ -1,4 +1,4 @@
-package daemon
+package update
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/nodeward/nodeward/api/kube"
+	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 )
 
 // The machine-config-daemon's node annotations, which an OpenShift Machine
@@ -50,12 +51,12 @@ type MCOProtocol struct {
 }
 
 // Desired implements Protocol.
-func (p *MCOProtocol) Desired(node *corev1.Node) (Desired, error) {
+func (p *MCOProtocol) Desired(ctx context.Context, node *corev1.Node) (Desired, error) {
 	desired := node.Annotations[MCODesiredConfig]
 	if desired == "" {
 		return Desired{}, nil
 	}
-	target, err := p.target(desired)
+	target, err := p.target(ctx, desired)
 	if err != nil {
 		return Desired{}, err
 	}
@@ -67,12 +68,12 @@ func (p *MCOProtocol) Desired(node *corev1.Node) (Desired, error) {
 }
 
 // target reads osImageURL and kernelArguments of MachineConfig name.
-func (p *MCOProtocol) target(name string) (string, error) {
+func (p *MCOProtocol) target(ctx context.Context, name string) (string, error) {
 	timeout := p.Timeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	mc, err := p.Dynamic.Resource(MachineConfigResource()).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -93,13 +94,13 @@ func (p *MCOProtocol) target(name string) (string, error) {
 func (p *MCOProtocol) Report(ctx context.Context, st State) error {
 	state, reason := MCOStateDone, ""
 	switch {
-	case st.Step == StepDegraded || st.Step == StepRolledBack || st.Step == StepRollingBack:
+	case st.Step == v1alpha1.StepDegraded || st.Step == v1alpha1.StepRolledBack || st.Step == v1alpha1.StepRollingBack:
 		state, reason = MCOStateDegraded, st.Reason
 	case st.Step.HoldsSlot():
 		state = MCOStateWorking
 	}
 	set := map[string]*string{MCOState: &state, MCOReason: &reason}
-	if st.Step == StepDone && st.Target != "" {
+	if st.Step == v1alpha1.StepDone && st.Target != "" {
 		node, err := p.Client.Nodes().Get(ctx, p.Node, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("get node %s: %w", p.Node, err)
@@ -107,7 +108,7 @@ func (p *MCOProtocol) Report(ctx context.Context, st State) error {
 		desired := node.Annotations[MCODesiredConfig]
 		// Only claim the desired config when it is what was applied: the
 		// controller may have moved on while the agent finished.
-		if target, err := p.target(desired); err == nil && target == st.Target {
+		if target, err := p.target(ctx, desired); err == nil && target == st.Target {
 			set[MCOCurrentConfig] = &desired
 		}
 	}

@@ -1,4 +1,4 @@
-package e2e
+package sim
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nodeward/nodeward/daemon"
+	"github.com/nodeward/nodeward/api/v1alpha1"
 )
 
 // Granter is a deliberately simple stand-in coordinator speaking the agent's
@@ -27,7 +27,6 @@ type Granter struct {
 	Target         string
 	MaxUnavailable int
 	YieldAfter     time.Duration // >0: ask agents to yield after a blocked drain this long
-	Keys           daemon.AnnotationKeys
 	// YieldBackoff keeps a node that yielded from a new grant for a while
 	// so that the others get the slot (default 10 s).
 	YieldBackoff time.Duration
@@ -64,22 +63,22 @@ func (g *Granter) reconcile(ctx context.Context, grants *int) error {
 		n := &nodes[i]
 		a := n.Annotations
 		set := map[string]*string{}
-		if a[g.Keys.Target] != g.Target {
-			set[g.Keys.Target] = &g.Target
+		if a[v1alpha1.AnnotationTarget] != g.Target {
+			set[v1alpha1.AnnotationTarget] = &g.Target
 		}
-		if g.YieldAfter > 0 && a[g.Keys.YieldOnDrain] != "true" {
+		if g.YieldAfter > 0 && a[v1alpha1.AnnotationYieldOnDrainTimeout] != "true" {
 			yes, d := "true", g.YieldAfter.String()
-			set[g.Keys.YieldOnDrain], set[g.Keys.DrainTimeout] = &yes, &d
+			set[v1alpha1.AnnotationYieldOnDrainTimeout], set[v1alpha1.AnnotationDrainTimeout] = &yes, &d
 		}
-		grant, granted := a[g.Keys.Grant]
-		step := daemon.Step(a[g.Keys.State])
-		finished := a[g.Keys.StateTarget] == g.Target && a[g.Keys.StateGrant] == grant &&
-			(step == daemon.StepDone || step == daemon.StepYielded)
-		if granted && finished && step == daemon.StepYielded {
+		grant, granted := a[v1alpha1.AnnotationGrant]
+		step := v1alpha1.Step(a[v1alpha1.AnnotationState])
+		finished := a[v1alpha1.AnnotationStateTarget] == g.Target && a[v1alpha1.AnnotationStateGrant] == grant &&
+			(step == v1alpha1.StepDone || step == v1alpha1.StepYielded)
+		if granted && finished && step == v1alpha1.StepYielded {
 			g.yielded[n.Name] = time.Now()
 		}
-		if granted && (finished || step == daemon.StepDone) {
-			set[g.Keys.Grant] = nil // release
+		if granted && (finished || step == v1alpha1.StepDone) {
+			set[v1alpha1.AnnotationGrant] = nil // release
 			granted = false
 		}
 		if granted {
@@ -94,17 +93,17 @@ func (g *Granter) reconcile(ctx context.Context, grants *int) error {
 	for i := range nodes {
 		n := &nodes[i]
 		a := n.Annotations
-		_, granted := a[g.Keys.Grant]
+		_, granted := a[v1alpha1.AnnotationGrant]
 		if held >= g.MaxUnavailable {
 			break
 		}
-		if granted || a[g.Keys.State] != string(daemon.StepStaged) || a[g.Keys.StateTarget] != g.Target ||
+		if granted || a[v1alpha1.AnnotationState] != string(v1alpha1.StepStaged) || a[v1alpha1.AnnotationStateTarget] != g.Target ||
 			time.Since(g.yielded[n.Name]) < g.YieldBackoff {
 			continue
 		}
 		*grants++
 		id := fmt.Sprintf("g%d", *grants)
-		if err := g.patch(ctx, n.Name, map[string]*string{g.Keys.Grant: &id}); err != nil {
+		if err := g.patch(ctx, n.Name, map[string]*string{v1alpha1.AnnotationGrant: &id}); err != nil {
 			return err
 		}
 		held++
@@ -121,8 +120,19 @@ func (g *Granter) patch(ctx context.Context, node string, set map[string]*string
 	return err
 }
 
-// Unavailable reports whether node counts against maxUnavailable: cordoned
-// by anyone or in a disruptive update step.
-func Unavailable(node *corev1.Node, keys daemon.AnnotationKeys) bool {
-	return node.Spec.Unschedulable || daemon.Step(node.Annotations[keys.State]).Unavailable()
+// Disrupted is the tests' own, deliberately independent reading of an
+// update's disruption: the node is cordoned by anyone, or its agent reports
+// a step between the cordon and the uncordon. Invariant checks use it
+// rather than the product's v1alpha1.Unavailable, so that a bug in that
+// definition cannot hide itself.
+func Disrupted(node *corev1.Node) bool {
+	if node.Spec.Unschedulable {
+		return true
+	}
+	switch node.Annotations[v1alpha1.AnnotationState] {
+	case "Cordoning", "Draining", "HooksPreReboot", "Finalizing", "Rebooting", "Verifying",
+		"WaitingHealthy", "Uncordoning", "Yielding", "RollingBack", "RolledBack", "Degraded":
+		return true
+	}
+	return false
 }

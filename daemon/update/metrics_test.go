@@ -1,8 +1,9 @@
-package daemon
+package update
 
 import (
 	"testing"
 
+	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -11,7 +12,7 @@ import (
 func TestUpdateMetrics(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	metrics, err := NewUpdateMetrics(reg)
+	metrics, err := NewMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +28,7 @@ func TestUpdateMetrics(t *testing.T) {
 	w.advance(42e9) // the node was down 42 s
 	m = w.machine(dir)
 	m.cfg.Metrics = metrics
-	if got := settle(t, m); got != StepDone {
+	if got := settle(t, m); got != v1alpha1.StepDone {
 		t.Fatalf("step %s, want Done", got)
 	}
 	families, err := reg.Gather()
@@ -55,7 +56,7 @@ func TestUpdateMetrics(t *testing.T) {
 	want := map[string]float64{
 		"nodeward_update_step{Done}":                            1,
 		"nodeward_update_step{Draining}":                        0,
-		"nodeward_update_grants_total":                          1,
+		"nodeward_update_grants_received_total":                 1,
 		"nodeward_update_staged_before_slot_total":              1,
 		"nodeward_update_unavailable_seconds_count":             1,
 		"nodeward_update_unavailable_seconds_sum":               42,

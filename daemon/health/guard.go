@@ -1,4 +1,4 @@
-package daemon
+package health
 
 import (
 	"context"
@@ -19,13 +19,9 @@ import (
 // control-plane node, only for the one holder the coordinator named. Any
 // error or a missing guard refuses: evicting pods is never the default.
 // It is consulted only when a NoExecute row of the policy table turns on,
-// so two GETs per decision cost nothing at idle.
+// so one GET per decision costs nothing at idle.
 func CoordinatorGuard(client *kube.Client) conditions.DisruptionGuard {
-	return func(ctx context.Context, nodeName string, _ corev1.Taint) bool {
-		node, err := client.Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-		if err != nil {
-			return false
-		}
+	return func(ctx context.Context, node *corev1.Node, _ corev1.Taint) bool {
 		cm, err := client.ConfigMaps(v1alpha1.AgentLeaseNamespace).Get(ctx, v1alpha1.GuardConfigMapName, metav1.GetOptions{})
 		if err != nil {
 			return false

@@ -1,13 +1,14 @@
-package daemon
+package update
 
 import (
 	"time"
 
+	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// UpdateMetrics are the update lifecycle's Prometheus metrics.
-type UpdateMetrics struct {
+// Metrics are the agent's update lifecycle's Prometheus metrics.
+type Metrics struct {
 	step             *prometheus.GaugeVec
 	stepDuration     *prometheus.HistogramVec
 	unavailableTime  prometheus.Histogram
@@ -15,9 +16,9 @@ type UpdateMetrics struct {
 	stagedBeforeSlot prometheus.Counter
 }
 
-// NewUpdateMetrics creates the metrics and registers them with reg.
-func NewUpdateMetrics(reg prometheus.Registerer) (*UpdateMetrics, error) {
-	m := &UpdateMetrics{
+// NewMetrics creates the metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
 		step: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "nodeward_update_step",
 			Help: "1 for the update step this node is in, 0 for the others.",
@@ -33,12 +34,12 @@ func NewUpdateMetrics(reg prometheus.Registerer) (*UpdateMetrics, error) {
 			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
 		}),
 		grants: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "nodeward_update_grants_total",
-			Help: "Slots granted to this node.",
+			Name: "nodeward_update_grants_received_total",
+			Help: "Slots this node received from the coordinator (the coordinator counts the slots it grants in nodeward_update_grants_total{pool}).",
 		}),
 		stagedBeforeSlot: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nodeward_update_staged_before_slot_total",
-			Help: "Grants that found the target already staged; divide by nodeward_update_grants_total for the staged-before-slot ratio.",
+			Help: "Grants that found the target already staged; divide by nodeward_update_grants_received_total for the staged-before-slot ratio.",
 		}),
 	}
 	for _, c := range []prometheus.Collector{m.step, m.stepDuration, m.unavailableTime, m.grants, m.stagedBeforeSlot} {
@@ -46,14 +47,14 @@ func NewUpdateMetrics(reg prometheus.Registerer) (*UpdateMetrics, error) {
 			return nil, err
 		}
 	}
-	for _, s := range AllSteps() {
+	for _, s := range v1alpha1.AllSteps() {
 		m.step.WithLabelValues(string(s)).Set(0)
 	}
 	return m, nil
 }
 
-func (m *UpdateMetrics) setStep(current Step) {
-	for _, s := range AllSteps() {
+func (m *Metrics) setStep(current v1alpha1.Step) {
+	for _, s := range v1alpha1.AllSteps() {
 		v := 0.0
 		if s == current {
 			v = 1
@@ -62,13 +63,13 @@ func (m *UpdateMetrics) setStep(current Step) {
 	}
 }
 
-func (m *UpdateMetrics) stepDone(s Step, d time.Duration) {
+func (m *Metrics) stepDone(s v1alpha1.Step, d time.Duration) {
 	m.stepDuration.WithLabelValues(string(s)).Observe(d.Seconds())
 }
 
-func (m *UpdateMetrics) unavailable(d time.Duration) { m.unavailableTime.Observe(d.Seconds()) }
+func (m *Metrics) unavailable(d time.Duration) { m.unavailableTime.Observe(d.Seconds()) }
 
-func (m *UpdateMetrics) granted(stagedBefore bool) {
+func (m *Metrics) granted(stagedBefore bool) {
 	m.grants.Inc()
 	if stagedBefore {
 		m.stagedBeforeSlot.Inc()

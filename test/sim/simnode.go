@@ -1,4 +1,4 @@
-package e2e
+package sim
 
 import (
 	"context"
@@ -7,11 +7,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/daemon"
+	"github.com/nodeward/nodeward/daemon/update"
+	"k8s.io/client-go/rest"
 )
 
-// SimNode runs one node's update agent in-process on a SimHost. A reboot
+// SimNode runs one node's agent (the real daemon.Agent, update half only)
+// in-process on a SimHost. A reboot
 // stops the agent (like a machine going down), boots the host and starts a
 // new agent from the state directory alone, as after a real reboot.
 type SimNode struct {
@@ -21,14 +23,18 @@ type SimNode struct {
 	// example the rpm-ostree double behind the real osupdate package).
 	Machine  Machine
 	StateDir string
-	Client   *kube.Client
-	Log      *slog.Logger
-	// Health overrides the agent's health check (optional).
-	Health daemon.HealthCheck
+	// RestConfig reaches the API server; the agent builds its client.
+	RestConfig *rest.Config
+	Log        *slog.Logger
+	// Check overrides the update's post-reboot service check (optional).
+	Check update.ServiceCheck
 	// RebootDelay is how long the machine stays down.
 	RebootDelay time.Duration
 	// Tune adjusts the agent's configuration before it starts (optional).
-	Tune func(*daemon.UpdateAgentConfig)
+	Tune func(*daemon.Config)
+	// TuneUpdate adjusts the update machine's settings after SimNode's
+	// own (optional).
+	TuneUpdate func(*update.Config)
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc
@@ -46,15 +52,26 @@ func (n *SimNode) Start() error {
 		return fmt.Errorf("agent of %s already running", n.Name)
 	}
 	m := n.machine()
-	cfg := daemon.UpdateAgentConfig{
-		Client: n.Client, NodeName: n.Name, StateDir: n.StateDir,
-		OS: m, Reboot: m, BootID: m.BootID, Health: n.Health, Log: n.Log,
-		PollInterval: 300 * time.Millisecond, DrainAttempt: 10 * time.Second,
+	check := n.Check
+	cfg := daemon.Config{
+		RestConfig: n.RestConfig, NodeName: n.Name, Log: n.Log,
+		Update: &daemon.UpdateConfig{
+			StateDir: n.StateDir, OS: m, Reboot: m, BootID: m.BootID,
+			Tune: func(c *update.Config) {
+				c.PollInterval, c.DrainAttempt = 300*time.Millisecond, 10*time.Second
+				if check != nil {
+					c.Check = check
+				}
+				if n.TuneUpdate != nil {
+					n.TuneUpdate(c)
+				}
+			},
+		},
 	}
 	if n.Tune != nil {
 		n.Tune(&cfg)
 	}
-	agent, err := daemon.NewUpdateAgent(cfg)
+	agent, err := daemon.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -119,8 +136,8 @@ func (n *SimNode) RunReboots(ctx context.Context) {
 // Machine is a simulated host's OS edge: what the agent calls, and the
 // harness's side of the reboot.
 type Machine interface {
-	daemon.OSUpdater
-	daemon.Rebooter
+	update.OSUpdater
+	update.Rebooter
 	BootID() (string, error)
 	// RebootRequests is signalled when a reboot may have been asked for.
 	RebootRequests() <-chan struct{}

@@ -1,0 +1,298 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/nodeward/nodeward/api/kube"
+	"github.com/nodeward/nodeward/conditions"
+	"github.com/nodeward/nodeward/daemon/health"
+	"github.com/nodeward/nodeward/daemon/update"
+	"github.com/nodeward/nodeward/drain"
+)
+
+// Config is everything the agent needs; cmd/nodeward builds it from flags
+// and the configuration file.
+type Config struct {
+	// RestConfig reaches the API server. The agent builds its one client
+	// from it, with every request counted in nodeward_api_requests_total.
+	RestConfig *rest.Config
+	NodeName   string
+	// Health configures the health half; nil runs none (tests and
+	// benchmarks of the update half).
+	Health *HealthConfig
+	// Update configures the update half; nil runs none (--updates=false).
+	Update *UpdateConfig
+	// MetricsAddress serves /metrics, /healthz and /readyz; empty serves
+	// nothing.
+	MetricsAddress string
+	// TextfileDirectory receives nodeward.prom for node_exporter's textfile
+	// collector; empty writes nothing.
+	TextfileDirectory string
+	// Notifier sends sd_notify messages; nil sends none.
+	Notifier Notifier
+	// Registry receives every metric of the agent; a fresh one when nil.
+	Registry *prometheus.Registry
+	Log      *slog.Logger
+	// Now is the clock of every part; time.Now when nil.
+	Now func() time.Time
+}
+
+// HealthConfig is the health half's configuration.
+type HealthConfig struct {
+	Conditions conditions.Config
+	// Guard allows NoExecute taints; health.CoordinatorGuard when nil.
+	Guard conditions.DisruptionGuard
+	// NetworkOptions adjust the network probe (tests watch a namespace).
+	NetworkOptions []conditions.NetworkOption
+}
+
+// UpdateConfig is the update half's configuration: its OS edge and the
+// coordinator protocol.
+type UpdateConfig struct {
+	// StateDir holds the update state; it must survive reboots.
+	StateDir string
+	OS       update.OSUpdater
+	Reboot   update.Rebooter
+	// BootID defaults to the kernel's.
+	BootID update.BootIDFunc
+	// Protocol is "nodeward" (the default: nodeward's coordinator) or
+	// "mco" (OpenShift's machine-config operator).
+	Protocol string
+	Drain    drain.Options
+	// PostUpdatePods selects pods that must run Ready on the node before
+	// it is uncordoned after an update; nil selects none.
+	PostUpdatePods labels.Selector
+	// Tune adjusts the update machine's settings last (tests and
+	// benchmarks: poll interval, timeouts).
+	Tune func(*update.Config)
+}
+
+// Agent is one node's agent: one API client, one watch of its own Node
+// shared by its parts, the health half, the update half, readiness and the
+// metrics endpoint. It owns the process lifecycle: Run returns when ctx
+// ends or a part fails.
+type Agent struct {
+	cfg       Config
+	client    *kube.Client
+	watch     *NodeWatch
+	health    *health.Reporter
+	machine   *update.Machine
+	events    *update.NodeEvents
+	readiness *Readiness
+	server    *server
+}
+
+// New validates cfg and builds the agent; Run starts it.
+func New(cfg Config) (*Agent, error) {
+	if cfg.NodeName == "" {
+		return nil, errors.New("node name is empty: set --node-name or NODE_NAME")
+	}
+	if cfg.RestConfig == nil {
+		return nil, errors.New("agent: no API server configuration")
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	count, err := kube.RequestCounter(cfg.Registry, "agent")
+	if err != nil {
+		return nil, fmt.Errorf("register API request metrics: %w", err)
+	}
+	rc := rest.CopyConfig(cfg.RestConfig)
+	rc.Wrap(count)
+	client, err := kube.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("create Kubernetes client: %w", err)
+	}
+	a := &Agent{cfg: cfg, client: client, watch: NewNodeWatch(client, cfg.NodeName),
+		readiness: &Readiness{Notifier: cfg.Notifier, Log: cfg.Log}}
+	a.readiness.Add("node watch", SyncedCheck(a.watch.Synced()))
+	if cfg.Health != nil {
+		if err := a.buildHealth(*cfg.Health); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Update != nil {
+		if err := a.buildUpdate(rc, *cfg.Update); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.MetricsAddress != "" {
+		if a.server, err = listen(cfg.MetricsAddress, cfg.Registry, a.readiness, cfg.Log); err != nil {
+			a.stop()
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+func (a *Agent) buildHealth(hc HealthConfig) error {
+	guard := hc.Guard
+	if guard == nil {
+		// NoExecute rows of the policy apply only while the coordinator's
+		// disruption guard allows them.
+		guard = health.CoordinatorGuard(a.client)
+	}
+	reporter, err := health.New(health.Config{
+		Client: a.client, NodeName: a.cfg.NodeName, Config: hc.Conditions, Registerer: a.cfg.Registry,
+		Guard: guard, NetworkOptions: hc.NetworkOptions, Log: a.cfg.Log, Now: a.cfg.Now,
+	}, a.watch, a.watch.Subscribe())
+	if err != nil {
+		return err
+	}
+	a.health = reporter
+	a.readiness.Add("health", reporter.Ready)
+	return nil
+}
+
+func (a *Agent) buildUpdate(rc *rest.Config, uc UpdateConfig) error {
+	if uc.OS == nil || uc.Reboot == nil {
+		return errors.New("update: the OS updater and the rebooter are required")
+	}
+	if uc.StateDir == "" {
+		uc.StateDir = "/var/lib/nodeward"
+	}
+	if uc.BootID == nil {
+		uc.BootID = update.KernelBootID
+	}
+	log := a.cfg.Log.With("node", a.cfg.NodeName)
+	protocol, err := a.protocol(rc, uc.Protocol)
+	if err != nil {
+		return err
+	}
+	metrics, err := update.NewMetrics(a.cfg.Registry)
+	if err != nil {
+		return fmt.Errorf("register update metrics: %w", err)
+	}
+	drainMetrics, err := drain.NewMetrics(a.cfg.Registry)
+	if err != nil {
+		return fmt.Errorf("register drain metrics: %w", err)
+	}
+	a.events = update.NewNodeEvents(a.client, "nodeward-agent", a.cfg.NodeName)
+	workloads, err := update.NewKubeWorkloads(drain.Config{Client: a.client, Node: a.cfg.NodeName, Options: uc.Drain,
+		Log: log, Metrics: drainMetrics, Recorder: a.events.Recorder()})
+	if err != nil {
+		a.events.Stop()
+		return fmt.Errorf("update: drain: %w", err)
+	}
+	mc := update.Config{
+		Store: update.Store{Path: filepath.Join(uc.StateDir, "update-state.json")},
+		Node:  a.watch, Protocol: protocol, OS: uc.OS, Reboot: uc.Reboot, BootID: uc.BootID,
+		Workloads: workloads, Events: a.events, Status: a.readiness, Metrics: metrics,
+		Log: log, Wake: a.watch.Subscribe(), Now: a.cfg.Now,
+	}
+	if uc.PostUpdatePods != nil {
+		mc.Check = update.PodsReadyCheck(a.client, uc.PostUpdatePods)
+	}
+	if uc.Tune != nil {
+		uc.Tune(&mc)
+	}
+	if a.machine, err = update.NewMachine(mc); err != nil {
+		a.events.Stop()
+		return err
+	}
+	a.readiness.Add("update", SyncedCheck(a.machine.Synced()))
+	return nil
+}
+
+// protocol builds the coordinator protocol named by name.
+func (a *Agent) protocol(rc *rest.Config, name string) (update.Protocol, error) {
+	switch name {
+	case "", "nodeward":
+		return &update.AnnotationProtocol{Client: a.client, Node: a.cfg.NodeName}, nil
+	case "mco":
+		dyn, err := dynamic.NewForConfig(rc)
+		if err != nil {
+			return nil, fmt.Errorf("create dynamic client: %w", err)
+		}
+		return &update.MCOProtocol{Client: a.client, Dynamic: dyn, Node: a.cfg.NodeName}, nil
+	}
+	return nil, fmt.Errorf("protocol %q: want nodeward or mco", name)
+}
+
+// MetricsAddr is where /metrics is served ("" when it is not).
+func (a *Agent) MetricsAddr() string {
+	if a.server == nil {
+		return ""
+	}
+	return a.server.Addr()
+}
+
+// Ready is the agent's combined readiness, as /readyz serves it.
+func (a *Agent) Ready() (bool, string) { return a.readiness.Ready() }
+
+// Health is the health half (nil when it does not run).
+func (a *Agent) Health() *health.Reporter { return a.health }
+
+// UpdateState is the update machine's state (zero when it does not run).
+func (a *Agent) UpdateState() update.State {
+	if a.machine == nil {
+		return update.State{}
+	}
+	return a.machine.State()
+}
+
+// Run runs every part until ctx ends or one of them fails, then stops the
+// others and waits for them.
+func (a *Agent) Run(ctx context.Context) error {
+	defer a.stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { a.watch.Run(ctx) })
+	if a.server != nil {
+		wg.Go(func() { a.server.serve(ctx) })
+	}
+	if dir := a.cfg.TextfileDirectory; dir != "" {
+		wg.Go(func() { writeTextfiles(ctx, dir, a.cfg.Registry, a.cfg.Log) })
+	}
+	wg.Go(func() { a.readiness.Run(ctx, time.Second) })
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-a.watch.Synced():
+	}
+	errs := make(chan error, 2)
+	parts := 0
+	if a.health != nil {
+		parts++
+		wg.Go(func() { errs <- a.health.Run(ctx) })
+	}
+	if a.machine != nil {
+		parts++
+		wg.Go(func() { errs <- a.machine.Run(ctx) })
+	}
+	if parts == 0 {
+		<-ctx.Done()
+		return nil
+	}
+	err := <-errs
+	cancel()
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return nil
+	}
+	return err
+}
+
+func (a *Agent) stop() {
+	if a.events != nil {
+		a.events.Stop()
+	}
+}

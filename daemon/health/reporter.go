@@ -1,0 +1,108 @@
+// Package health is the agent's host-health half: it runs the probes of
+// package conditions, publishes their conditions and taints on the agent's
+// own Node, and renews the agent's liveness Lease. The Node itself is
+// watched once, by the daemon package, and shared.
+package health
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodeward/nodeward/api/kube"
+	"github.com/nodeward/nodeward/conditions"
+)
+
+// Config wires the health half of the agent.
+type Config struct {
+	// Client is the agent's one API client.
+	Client   *kube.Client
+	NodeName string
+	Config   conditions.Config
+	// Registerer receives the health metrics.
+	Registerer prometheus.Registerer
+	// Guard allows NoExecute taints; nil refuses them all.
+	Guard conditions.DisruptionGuard
+	// NetworkOptions adjust the network probe (tests watch a namespace).
+	NetworkOptions []conditions.NetworkOption
+	Log            *slog.Logger
+	// Now is the clock of the publisher and the Lease; time.Now when nil.
+	Now func() time.Time
+}
+
+// Reporter runs the probes and keeps the node's nodeward conditions, taints
+// and liveness Lease current.
+type Reporter struct {
+	probes    []conditions.Probe
+	monitor   *conditions.Monitor
+	publisher *conditions.Publisher
+	lease     *LeaseRenewer
+	nodes     conditions.NodeCache
+	changed   <-chan struct{}
+}
+
+// New validates cfg and builds the reporter over the agent's shared copy of
+// its Node; nodeChanged is signalled whenever the Node changes. Run starts
+// it.
+func New(cfg Config, nodes conditions.NodeCache, nodeChanged <-chan struct{}) (*Reporter, error) {
+	if cfg.NodeName == "" || cfg.Client == nil || nodes == nil {
+		return nil, errors.New("health: Client, NodeName and the node cache are required")
+	}
+	if err := cfg.Config.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Registerer == nil {
+		cfg.Registerer = prometheus.NewRegistry()
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	metrics := conditions.NewMetrics(cfg.Registerer)
+	probes := conditions.Probes(cfg.Config, metrics, cfg.NetworkOptions...)
+	r := &Reporter{
+		probes:  probes,
+		monitor: conditions.NewMonitor(probes, cfg.Config.Hysteresis, metrics, cfg.Log),
+		publisher: conditions.NewPublisher(conditions.PublisherConfig{
+			Client: cfg.Client, Node: cfg.NodeName, Taints: conditions.NewTaintTable(cfg.Config.Taints),
+			Guard: cfg.Guard, Heartbeat: cfg.Config.HeartbeatInterval.Duration, Metrics: metrics, Log: cfg.Log, Now: cfg.Now,
+		}),
+		nodes:   nodes,
+		changed: nodeChanged,
+	}
+	r.lease = NewLeaseRenewer(LeaseConfig{Client: cfg.Client, Node: cfg.NodeName,
+		Interval: cfg.Config.LeaseRenewInterval.Duration, Owner: nodes.Latest, Log: cfg.Log, Now: cfg.Now})
+	return r, nil
+}
+
+// Conditions returns the current damped conditions.
+func (r *Reporter) Conditions() []conditions.Condition { return r.monitor.Conditions() }
+
+// Ready reports whether every probe has run and the conditions were
+// published; the reason says what is missing.
+func (r *Reporter) Ready() (bool, string) {
+	if !r.monitor.Ready() {
+		return false, "probes have not all run yet"
+	}
+	return r.publisher.Settled()
+}
+
+// Run works until ctx ends. The caller starts it once the Node watch has
+// synced, so that the Lease is created owned by the Node.
+func (r *Reporter) Run(ctx context.Context) error {
+	defer conditions.Close(r.probes)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Go(func() { r.monitor.Run(ctx) })
+	wg.Go(func() { r.lease.Run(ctx) })
+	r.publisher.Run(ctx, r.monitor, r.nodes, r.changed)
+	return nil
+}

@@ -1,0 +1,75 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// server serves the agent's /metrics, /healthz and /readyz.
+type server struct {
+	listener net.Listener
+	server   *http.Server
+	log      *slog.Logger
+}
+
+// listen opens addr at once so that a taken port fails the start, not a
+// goroutine later. /readyz is the agent's combined readiness.
+func listen(addr string, gatherer prometheus.Gatherer, ready *Readiness, log *slog.Logger) (*server, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on metricsAddress %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.Handle("/readyz", ready)
+	log.Info("serving metrics and health", "address", l.Addr().String())
+	return &server{listener: l, log: log,
+		server: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}, nil
+}
+
+// Addr is where the server listens (useful with port 0).
+func (s *server) Addr() string { return s.listener.Addr().String() }
+
+func (s *server) serve(ctx context.Context) {
+	stop := context.AfterFunc(ctx, func() {
+		shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = s.server.Shutdown(shutdown)
+	})
+	defer stop()
+	if err := s.server.Serve(s.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		// The agent keeps working; only scraping is lost.
+		s.log.Error("metrics server stopped", "err", err)
+	}
+}
+
+// writeTextfiles refreshes nodeward.prom for node_exporter's textfile
+// collector; WriteToTextfile renames into place, so readers never see a
+// half-written file.
+func writeTextfiles(ctx context.Context, dir string, gatherer prometheus.Gatherer, log *slog.Logger) {
+	path := filepath.Join(dir, "nodeward.prom")
+	tick := time.NewTicker(15 * time.Second)
+	defer tick.Stop()
+	for {
+		if err := prometheus.WriteToTextfile(path, gatherer); err != nil {
+			log.Warn("writing textfile metrics failed", "path", path, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package update
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodeward/nodeward/api/kube"
+	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
+)
+
+// AnnotationProtocol speaks the coordinator protocol through annotations on
+// the agent's own Node.
+type AnnotationProtocol struct {
+	Client *kube.Client
+	Node   string
+}
+
+// Desired implements Protocol. A malformed value is an error naming the
+// annotation and its value, and changes nothing.
+func (p *AnnotationProtocol) Desired(_ context.Context, node *corev1.Node) (Desired, error) {
+	a := node.Annotations
+	d := Desired{Target: a[v1alpha1.AnnotationTarget], Grant: a[v1alpha1.AnnotationGrant]}
+	if v, ok := a[v1alpha1.AnnotationYieldOnDrainTimeout]; ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return Desired{}, fmt.Errorf("annotation %s=%q: want true or false", v1alpha1.AnnotationYieldOnDrainTimeout, v)
+		}
+		d.YieldOnDrainTimeout = b
+	}
+	if v, ok := a[v1alpha1.AnnotationForceOnDrainTimeout]; ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return Desired{}, fmt.Errorf("annotation %s=%q: want true or false", v1alpha1.AnnotationForceOnDrainTimeout, v)
+		}
+		d.ForceOnDrainTimeout = b
+	}
+	if v, ok := a[v1alpha1.AnnotationDrainTimeout]; ok {
+		t, err := time.ParseDuration(v)
+		if err != nil || t <= 0 {
+			return Desired{}, fmt.Errorf("annotation %s=%q: want a positive duration such as 10m", v1alpha1.AnnotationDrainTimeout, v)
+		}
+		d.DrainTimeout = t
+	}
+	return d, nil
+}
+
+// Report implements Protocol with one merge patch of the agent's keys.
+func (p *AnnotationProtocol) Report(ctx context.Context, st State) error {
+	str := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	staged := ""
+	switch st.Step {
+	case v1alpha1.StepStaged, v1alpha1.StepGranted, v1alpha1.StepHooksPreDrain, v1alpha1.StepCordoning, v1alpha1.StepDraining, v1alpha1.StepHooksPreReboot,
+		v1alpha1.StepFinalizing, v1alpha1.StepYielding, v1alpha1.StepYielded:
+		staged = st.Target
+	}
+	unavailable := ""
+	if st.Step.Disrupting() && !st.UnavailableSince.IsZero() {
+		unavailable = st.UnavailableSince.UTC().Format(time.RFC3339Nano)
+	}
+	return patchAnnotations(ctx, p.Client, p.Node, map[string]*string{
+		v1alpha1.AnnotationState:            str(string(st.Step)),
+		v1alpha1.AnnotationStateTarget:      str(st.Target),
+		v1alpha1.AnnotationStateGrant:       str(st.Grant),
+		v1alpha1.AnnotationStaged:           str(staged),
+		v1alpha1.AnnotationReason:           str(st.Reason),
+		v1alpha1.AnnotationUnavailableSince: str(unavailable),
+	})
+}

@@ -1,0 +1,426 @@
+package update
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/drain"
+)
+
+// stepFunc performs the action of one step and returns the next step (the
+// same step while it waits). Each action is idempotent: it may run again
+// after a crash.
+type stepFunc func(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error)
+
+// steps maps every step to its action; the table is the state machine.
+func (m *Machine) steps() map[v1alpha1.Step]stepFunc {
+	return map[v1alpha1.Step]stepFunc{
+		v1alpha1.StepIdle: func(ctx context.Context, _ *corev1.Node, want Desired) (v1alpha1.Step, error) {
+			return m.idle(ctx, want)
+		},
+		v1alpha1.StepStaging:       m.staging,
+		v1alpha1.StepStaged:        m.staged,
+		v1alpha1.StepGranted:       m.granted,
+		v1alpha1.StepHooksPreDrain: m.hooksPreDrain,
+		v1alpha1.StepCordoning:     m.cordoning,
+		v1alpha1.StepDraining: func(ctx context.Context, _ *corev1.Node, want Desired) (v1alpha1.Step, error) {
+			return m.drain(ctx, want)
+		},
+		v1alpha1.StepHooksPreReboot: m.hooksPreReboot,
+		v1alpha1.StepFinalizing:     func(ctx context.Context, _ *corev1.Node, _ Desired) (v1alpha1.Step, error) { return m.finalize(ctx) },
+		v1alpha1.StepRebooting:      func(ctx context.Context, _ *corev1.Node, _ Desired) (v1alpha1.Step, error) { return m.reboot(ctx) },
+		v1alpha1.StepVerifying:      m.verifying,
+		v1alpha1.StepWaitingHealthy: m.waitingHealthy,
+		v1alpha1.StepUncordoning:    m.uncordoning,
+		v1alpha1.StepDone:           m.finished,
+		v1alpha1.StepDegraded:       m.finished,
+		v1alpha1.StepYielding:       m.yielding,
+		v1alpha1.StepYielded:        m.yielded,
+		v1alpha1.StepRollingBack:    m.rollingBack,
+		v1alpha1.StepRolledBack:     m.rolledBack,
+	}
+}
+
+// run performs the action of the current step.
+func (m *Machine) run(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
+	step, ok := m.table[m.state.Step]
+	if !ok {
+		return m.state.Step, fmt.Errorf("unknown step %q", m.state.Step)
+	}
+	return step(ctx, node, want)
+}
+
+func (m *Machine) staging(ctx context.Context, _ *corev1.Node, want Desired) (v1alpha1.Step, error) {
+	st := &m.state
+	if want.Target != st.Target {
+		return m.restart(ctx, want)
+	}
+	if m.cfg.StageAfterDrain {
+		return v1alpha1.StepStaged, nil // staged in Finalizing, after the drain
+	}
+	if err := m.cfg.OS.Stage(ctx, st.Target); err != nil {
+		return v1alpha1.StepStaging, fmt.Errorf("stage %s: %w", st.Target, err)
+	}
+	// Staged before the slot unless the grant arrived first.
+	st.StagedBeforeSlot = want.Grant == ""
+	return v1alpha1.StepStaged, nil
+}
+
+func (m *Machine) staged(ctx context.Context, _ *corev1.Node, want Desired) (v1alpha1.Step, error) {
+	st := &m.state
+	if want.Target != st.Target {
+		return m.restart(ctx, want)
+	}
+	if want.Grant == "" {
+		return v1alpha1.StepStaged, nil
+	}
+	st.Grant = want.Grant
+	if m.cfg.Metrics != nil {
+		m.cfg.Metrics.granted(st.StagedBeforeSlot)
+	}
+	return v1alpha1.StepGranted, nil
+}
+
+func (m *Machine) granted(_ context.Context, _ *corev1.Node, want Desired) (v1alpha1.Step, error) {
+	if want.Grant == "" {
+		return v1alpha1.StepStaged, nil // grant withdrawn before any disruption
+	}
+	return v1alpha1.StepHooksPreDrain, nil
+}
+
+func (m *Machine) hooksPreDrain(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
+	if want.Grant == "" {
+		return v1alpha1.StepStaged, nil
+	}
+	if hooks := m.heldBy(ctx, node, drain.PreDrain); len(hooks) > 0 {
+		m.state.Reason = "waiting: " + drain.PreDrain.Describe(hooks)
+		return v1alpha1.StepHooksPreDrain, nil
+	}
+	m.state.Reason = ""
+	return v1alpha1.StepCordoning, nil
+}
+
+func (m *Machine) cordoning(ctx context.Context, _ *corev1.Node, _ Desired) (v1alpha1.Step, error) {
+	byUs, err := m.cfg.Workloads.Cordon(ctx)
+	if err != nil {
+		return v1alpha1.StepCordoning, fmt.Errorf("cordon: %w", err)
+	}
+	if !byUs {
+		m.state.Reason = "node was cordoned by someone else; nodeward leaves it alone"
+		return v1alpha1.StepYielding, nil
+	}
+	m.state.Cordoned = true
+	return v1alpha1.StepDraining, nil
+}
+
+func (m *Machine) hooksPreReboot(ctx context.Context, node *corev1.Node, _ Desired) (v1alpha1.Step, error) {
+	if hooks := m.heldBy(ctx, node, drain.PreReboot); len(hooks) > 0 {
+		m.state.Reason = "waiting: " + drain.PreReboot.Describe(hooks)
+		return v1alpha1.StepHooksPreReboot, nil
+	}
+	m.state.Reason = ""
+	// The boot ID goes on disk before finalizing: rpm-ostree may reboot by
+	// itself as soon as the deployment is unlocked.
+	return m.markBoot(v1alpha1.StepFinalizing)
+}
+
+func (m *Machine) verifying(ctx context.Context, _ *corev1.Node, _ Desired) (v1alpha1.Step, error) {
+	st := &m.state
+	ok, reason, err := m.verify(ctx, st.Target)
+	if err != nil {
+		return v1alpha1.StepVerifying, fmt.Errorf("verify the booted OS: %w", err)
+	}
+	if !ok {
+		st.Reason = reason
+		st.RollingBack = true
+		return m.markBoot(v1alpha1.StepRollingBack)
+	}
+	return v1alpha1.StepWaitingHealthy, nil
+}
+
+func (m *Machine) waitingHealthy(ctx context.Context, node *corev1.Node, _ Desired) (v1alpha1.Step, error) {
+	st := &m.state
+	ok, reason, err := m.cfg.Check(ctx, node)
+	if err != nil {
+		return v1alpha1.StepWaitingHealthy, fmt.Errorf("check health: %w", err)
+	}
+	if ok {
+		st.Reason = ""
+		return v1alpha1.StepUncordoning, nil
+	}
+	if m.cfg.Now().Sub(st.StepSince) > m.cfg.HealthTimeout {
+		st.Reason = "not healthy after the update within " + m.cfg.HealthTimeout.String() + ": " + reason
+		return v1alpha1.StepDegraded, nil
+	}
+	st.Reason = reason
+	return v1alpha1.StepWaitingHealthy, nil
+}
+
+func (m *Machine) uncordoning(ctx context.Context, _ *corev1.Node, _ Desired) (v1alpha1.Step, error) {
+	if err := m.uncordon(ctx); err != nil {
+		return v1alpha1.StepUncordoning, err
+	}
+	if m.cfg.Metrics != nil && !m.state.UnavailableSince.IsZero() {
+		m.cfg.Metrics.unavailable(m.cfg.Now().Sub(m.state.UnavailableSince))
+	}
+	return v1alpha1.StepDone, nil
+}
+
+// finished is Done and Degraded: both wait for a new target.
+func (m *Machine) finished(ctx context.Context, _ *corev1.Node, want Desired) (v1alpha1.Step, error) {
+	if want.Target != "" && want.Target != m.state.Target {
+		return m.restart(ctx, want)
+	}
+	return m.state.Step, nil
+}
+
+func (m *Machine) yielding(ctx context.Context, _ *corev1.Node, _ Desired) (v1alpha1.Step, error) {
+	if err := m.uncordon(ctx); err != nil {
+		return v1alpha1.StepYielding, err
+	}
+	return v1alpha1.StepYielded, nil
+}
+
+// yielded waits for the coordinator to take the grant back, then starts
+// over from Staged for a later grant.
+func (m *Machine) yielded(ctx context.Context, _ *corev1.Node, want Desired) (v1alpha1.Step, error) {
+	st := &m.state
+	if want.Grant != "" && want.Grant == st.Grant {
+		return v1alpha1.StepYielded, nil
+	}
+	if want.Target != st.Target {
+		return m.restart(ctx, want)
+	}
+	st.Grant, st.UnavailableSince, st.DrainSince = "", time.Time{}, time.Time{}
+	return v1alpha1.StepStaged, nil
+}
+
+func (m *Machine) rollingBack(ctx context.Context, _ *corev1.Node, _ Desired) (v1alpha1.Step, error) {
+	if rebooted, err := m.rebooted(); err != nil || rebooted {
+		return m.afterBoot(err)
+	}
+	if err := m.cfg.OS.Rollback(ctx); err != nil {
+		return v1alpha1.StepRollingBack, fmt.Errorf("roll back: %w", err)
+	}
+	return v1alpha1.StepRebooting, nil
+}
+
+func (m *Machine) rolledBack(ctx context.Context, _ *corev1.Node, _ Desired) (v1alpha1.Step, error) {
+	booted, err := m.cfg.OS.Booted(ctx)
+	if err != nil {
+		return v1alpha1.StepRolledBack, fmt.Errorf("read booted OS: %w", err)
+	}
+	m.state.Reason = fmt.Sprintf("rolled back to %s: %s", orNone(booted), m.state.Reason)
+	return v1alpha1.StepDegraded, nil
+}
+
+// idle starts an update when the pool's target differs from the booted OS.
+func (m *Machine) idle(ctx context.Context, want Desired) (v1alpha1.Step, error) {
+	if want.Target == "" {
+		return v1alpha1.StepIdle, nil
+	}
+	onTarget, booted, err := m.runsTarget(ctx, want.Target)
+	if err != nil {
+		return v1alpha1.StepIdle, err
+	}
+	st := &m.state
+	if onTarget {
+		// Already there (a new node, or an update finished before a state
+		// loss): report Done so that a grant is released at once.
+		*st = State{Step: v1alpha1.StepIdle, Target: want.Target, StepSince: st.StepSince}
+		return v1alpha1.StepDone, nil
+	}
+	*st = State{Step: v1alpha1.StepIdle, Target: want.Target, PreviousOS: booted, StepSince: st.StepSince, Grant: want.Grant}
+	return v1alpha1.StepStaging, nil
+}
+
+// restart abandons a finished or not yet disruptive update for a new target.
+func (m *Machine) restart(ctx context.Context, want Desired) (v1alpha1.Step, error) {
+	if m.state.Cordoned {
+		// A degraded node keeps nodeward's cordon; the new update will
+		// find its own record and carry on from there.
+		m.cfg.Log.Info("new target while nodeward's cordon is in place", "target", want.Target)
+	}
+	cordoned := m.state.Cordoned
+	m.state = State{Step: m.state.Step, StepSince: m.state.StepSince, Cordoned: cordoned}
+	return m.idle(ctx, want)
+}
+
+func (m *Machine) drain(ctx context.Context, want Desired) (v1alpha1.Step, error) {
+	st := &m.state
+	if st.DrainSince.IsZero() {
+		st.DrainSince = m.cfg.Now()
+	}
+	attempt, cancel := context.WithTimeout(ctx, m.cfg.DrainAttempt)
+	err := m.cfg.Workloads.Drain(attempt)
+	cancel()
+	if err == nil {
+		st.Reason = ""
+		return v1alpha1.StepHooksPreReboot, nil
+	}
+	timeout := m.cfg.DrainTimeout
+	if want.DrainTimeout > 0 {
+		timeout = want.DrainTimeout
+	}
+	blockedFor := m.cfg.Now().Sub(st.DrainSince)
+	st.Reason = "drain: " + err.Error()
+	if want.ForceOnDrainTimeout && blockedFor > timeout {
+		// The forced drain first lets evictions work for forceAfter;
+		// its attempt must outlast that or it never gets to force.
+		attempt, cancel := context.WithTimeout(ctx, forceAfter+m.cfg.DrainAttempt)
+		ferr := m.cfg.Workloads.ForceDrain(attempt)
+		cancel()
+		if ferr == nil {
+			st.Reason = ""
+			// The drain package recorded a DrainForced Event per pod.
+			m.cfg.Log.Warn("drain forced: blocking pods deleted without eviction (pool onTimeout Force)",
+				"blockedFor", blockedFor.Round(time.Second), "blockedBy", err)
+			return v1alpha1.StepHooksPreReboot, nil
+		}
+		err = ferr
+	}
+	if want.YieldOnDrainTimeout && blockedFor > timeout {
+		st.Reason = fmt.Sprintf("drain blocked for %s: %v", blockedFor.Round(1e9), err)
+		return v1alpha1.StepYielding, nil
+	}
+	if errors.Is(err, drain.ErrBlocked) || errors.Is(err, context.DeadlineExceeded) {
+		return v1alpha1.StepDraining, nil // waiting, not failing
+	}
+	return v1alpha1.StepDraining, fmt.Errorf("drain: %w", err)
+}
+
+func (m *Machine) finalize(ctx context.Context) (v1alpha1.Step, error) {
+	if rebooted, err := m.rebooted(); err != nil || rebooted {
+		return m.afterBoot(err) // finalization rebooted the machine
+	}
+	if m.cfg.StageAfterDrain {
+		if err := m.cfg.OS.Stage(ctx, m.state.Target); err != nil {
+			return v1alpha1.StepFinalizing, fmt.Errorf("stage %s: %w", m.state.Target, err)
+		}
+	}
+	if err := m.cfg.OS.Finalize(ctx, m.state.Target); err != nil {
+		return v1alpha1.StepFinalizing, fmt.Errorf("finalize %s: %w", m.state.Target, err)
+	}
+	return v1alpha1.StepRebooting, nil
+}
+
+// markBoot records the current boot ID and moves to next. From then on a
+// different boot ID proves the machine rebooted, and the same one that it
+// did not, whatever the agent did in between: the reboot is never asked
+// for again once it happened.
+func (m *Machine) markBoot(next v1alpha1.Step) (v1alpha1.Step, error) {
+	id, err := m.cfg.BootID()
+	if err != nil {
+		return m.state.Step, fmt.Errorf("read boot ID: %w", err)
+	}
+	m.state.BootID = id
+	return next, nil
+}
+
+// rebooted reports whether the machine booted since markBoot.
+func (m *Machine) rebooted() (bool, error) {
+	id, err := m.cfg.BootID()
+	if err != nil {
+		return false, fmt.Errorf("read boot ID: %w", err)
+	}
+	return id != m.state.BootID, nil
+}
+
+// afterBoot is the step after the reboot: verification, or after a
+// rollback the report of it.
+func (m *Machine) afterBoot(err error) (v1alpha1.Step, error) {
+	if err != nil {
+		return m.state.Step, err
+	}
+	m.state.BootID = ""
+	if m.state.RollingBack {
+		m.state.RollingBack = false
+		return v1alpha1.StepRolledBack, nil
+	}
+	return v1alpha1.StepVerifying, nil
+}
+
+func (m *Machine) reboot(ctx context.Context) (v1alpha1.Step, error) {
+	if rebooted, err := m.rebooted(); err != nil || rebooted {
+		return m.afterBoot(err)
+	}
+	now := m.cfg.Now()
+	if !m.rebootAsked.IsZero() && now.Sub(m.rebootAsked) < m.cfg.RebootRetry {
+		return v1alpha1.StepRebooting, nil // asked already; waiting to go down
+	}
+	m.rebootAsked = now
+	if err := m.cfg.Reboot.Reboot(ctx, "nodeward: boot "+orNone(m.state.Target)); err != nil {
+		m.rebootAsked = time.Time{}
+		return v1alpha1.StepRebooting, fmt.Errorf("reboot: %w", err)
+	}
+	return v1alpha1.StepRebooting, nil
+}
+
+// verify checks that the booted OS is target, with the OS updater's own
+// verification when it has one.
+func (m *Machine) verify(ctx context.Context, target string) (ok bool, reason string, err error) {
+	if v, has := m.cfg.OS.(OSVerifier); has {
+		return v.VerifyBooted(ctx, target)
+	}
+	booted, err := m.cfg.OS.Booted(ctx)
+	if err != nil {
+		return false, "", fmt.Errorf("read booted OS: %w", err)
+	}
+	if booted != target {
+		return false, fmt.Sprintf("booted %s instead of the target %s", orNone(booted), target), nil
+	}
+	return true, "", nil
+}
+
+// runsTarget reports whether the booted OS already is target, comparing
+// canonical forms when the OS updater knows them.
+func (m *Machine) runsTarget(ctx context.Context, target string) (bool, string, error) {
+	booted, err := m.cfg.OS.Booted(ctx)
+	if err != nil {
+		return false, "", fmt.Errorf("read booted OS: %w", err)
+	}
+	if c, has := m.cfg.OS.(Canonicalizer); has {
+		canon, err := c.Canonical(target)
+		if err != nil {
+			return false, booted, fmt.Errorf("target %q: %w", target, err)
+		}
+		return booted == canon, booted, nil
+	}
+	return booted == target, booted, nil
+}
+
+func (m *Machine) uncordon(ctx context.Context) error {
+	if !m.state.Cordoned {
+		return nil // never undo a cordon nodeward did not set
+	}
+	if err := m.cfg.Workloads.Uncordon(ctx); err != nil {
+		return fmt.Errorf("uncordon: %w", err)
+	}
+	m.state.Cordoned = false
+	return nil
+}
+
+// heldBy returns the hooks of point holding the step and, when the drainer
+// can, publishes them as the step's condition (Drainable, Rebootable).
+func (m *Machine) heldBy(ctx context.Context, node *corev1.Node, point drain.HookPoint) []drain.Hook {
+	hooks := point.Hooks(node)
+	if err := m.cfg.Workloads.ReportHooks(ctx, point, hooks); err != nil {
+		m.cfg.Log.Warn("cannot publish the hook condition", "condition", point.Condition, "error", err)
+	}
+	return hooks
+}
+
+// Serving is the default ServiceCheck: the node serves again by the one
+// definition the coordinator counts with (v1alpha1.NotServing), so a node
+// the agent reports Done is one the coordinator counts available.
+func Serving(_ context.Context, node *corev1.Node) (bool, string, error) {
+	if why := v1alpha1.NotServing(node); why != "" {
+		return false, why, nil
+	}
+	return true, "", nil
+}

@@ -22,7 +22,6 @@ type Metrics struct {
 	probeErrors               *prometheus.CounterVec
 	netlinkResubscribes       prometheus.Counter
 	detectionToWrite          *prometheus.HistogramVec
-	apiRequests               *prometheus.CounterVec
 	psiTriggerActive          prometheus.Gauge
 	psiTriggerEvents          prometheus.Counter
 }
@@ -59,15 +58,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "From the sample that changed a condition to the API write that published it.",
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"condition"}),
-		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nodeward_api_requests_total",
-			Help: "Requests to the Kubernetes API, by method."}, []string{"method"}),
 		psiTriggerActive: g("pressure_memory_trigger_active", "1 while a memory PSI trigger wakes the probe."),
 		psiTriggerEvents: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodeward_pressure_memory_trigger_events_total",
 			Help: "Events of the memory PSI trigger: each is a memory stall above the trigger's threshold."}),
 	}
 	reg.MustRegister(m.memAvailable, m.memTotal, m.psiAverage, m.psiStalled, m.fsAvail, m.fsSize,
 		m.fsFiles, m.fsFilesFree, m.processes, m.processesLimit, m.networkUp, m.runtimeUp,
-		m.conditionStatus, m.probeErrors, m.netlinkResubscribes, m.detectionToWrite, m.apiRequests, m.psiTriggerActive,
+		m.conditionStatus, m.probeErrors, m.netlinkResubscribes, m.detectionToWrite, m.psiTriggerActive,
 		m.psiTriggerEvents)
 	return m
 }
@@ -113,13 +110,6 @@ func (m *Metrics) SetCondition(c Condition) {
 func (m *Metrics) ObserveWrite(t corev1.NodeConditionType, seconds float64) {
 	if m != nil {
 		m.detectionToWrite.WithLabelValues(string(t)).Observe(seconds)
-	}
-}
-
-// APIRequest counts one request to the Kubernetes API.
-func (m *Metrics) APIRequest(method string) {
-	if m != nil {
-		m.apiRequests.WithLabelValues(method).Inc()
 	}
 }
 

@@ -197,7 +197,7 @@ func apiRequests(b *testing.B, addr string) (all, writes float64) {
 		}
 		v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 		all += v
-		if !strings.Contains(line, `method="GET"`) {
+		if !strings.Contains(line, `method="get"`) {
 			writes += v
 		}
 	}

@@ -9,9 +9,6 @@ import (
 	rpmostree "github.com/coreos/rpmostree-client-go/pkg/client"
 )
 
-// ErrAlreadyRolledBack refuses a second rollback for the same target.
-var ErrAlreadyRolledBack = errors.New("already rolled back once for this target")
-
 // Rollback rolls back the target nodeward last staged (see RollbackTarget).
 func (u *Updater) Rollback(ctx context.Context) error {
 	state, err := loadState(u.cfg.StatePath)
@@ -25,9 +22,12 @@ func (u *Updater) Rollback(ctx context.Context) error {
 }
 
 // RollbackTarget makes the known-good deployment (the one before target)
-// the default for the next boot, at most once per target, and remembers
-// target as failed so that Stage refuses it until the target changes. It
-// does not reboot. The rollback deployment is never deleted.
+// the default for the next boot and remembers target as failed so that
+// Stage refuses it until the target changes. It does not reboot. The
+// rollback deployment is never deleted. It is idempotent: called again —
+// after a crash inside it, or after its reboot — it checks and, where
+// needed, finishes the same rollback, and never rolls back from the
+// known-good deployment to an older one.
 func (u *Updater) RollbackTarget(ctx context.Context, target, reason string) error {
 	t, err := u.ParseTarget(target)
 	if err != nil {
@@ -36,9 +36,6 @@ func (u *Updater) RollbackTarget(ctx context.Context, target, reason string) err
 	state, err := loadState(u.cfg.StatePath)
 	if err != nil {
 		return err
-	}
-	if slices.Contains(state.RolledBack, t.String()) {
-		return fmt.Errorf("rolling back %s: %w", t, ErrAlreadyRolledBack)
 	}
 	st, err := u.idleStatus(ctx)
 	if err != nil {
@@ -58,8 +55,11 @@ func (u *Updater) RollbackTarget(ctx context.Context, target, reason string) err
 			return fmt.Errorf("rolling back %s: no rollback deployment to return to", t)
 		}
 	}
-	// Record first: if we crash mid-rollback, we must not try again.
-	state.RolledBack = append(state.RolledBack, t.String())
+	// Record first, so that Stage refuses the target even if we crash
+	// mid-rollback; a second call finishes the rollback.
+	if !slices.Contains(state.RolledBack, t.String()) {
+		state.RolledBack = append(state.RolledBack, t.String())
+	}
 	state.FailedTarget, state.FailureReason = t.String(), reason
 	if err := saveState(u.cfg.StatePath, state); err != nil {
 		return err

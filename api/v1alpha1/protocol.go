@@ -13,6 +13,10 @@ const (
 	// AnnotationGrant is present while the node holds a slot; its value
 	// names the grant (coordinator).
 	AnnotationGrant = protocolPrefix + "grant"
+	// AnnotationGrantTarget is the target the grant was issued for; an
+	// agent refuses a grant issued for another target than the one it
+	// staged (coordinator).
+	AnnotationGrantTarget = protocolPrefix + "grant-target"
 	// AnnotationYieldOnDrainTimeout is "true" when a blocked drain gives the
 	// slot back (coordinator, from the pool's drain policy).
 	AnnotationYieldOnDrainTimeout = protocolPrefix + "yield-on-drain-timeout"

@@ -43,14 +43,15 @@ type world struct {
 	forceDrains     int
 
 	// protocol
-	desired  Desired
-	reported []v1alpha1.Step
-	now      time.Time
+	desired    Desired
+	desiredErr error
+	reported   []v1alpha1.Step
+	now        time.Time
 }
 
 func newWorld(t *testing.T, booted string) *world {
 	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{}},
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-1", Annotations: map[string]string{}},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
 			{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
 		}},
@@ -112,7 +113,8 @@ func (w *world) BootID() (string, error) {
 }
 
 // boot simulates the machine coming back after a reboot was asked for.
-// bad makes the new deployment fail to boot (the old one comes back).
+// bad boots the new deployment broken: it comes up, but not as the target
+// (verification fails and the machine must roll back).
 func (w *world) boot(bad bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -125,10 +127,24 @@ func (w *world) boot(bad bool) {
 	case w.rolledBack:
 		w.booted = w.previous
 		w.rolledBack = false
-	case w.finalized != "" && !bad:
+	case w.finalized != "" && bad:
+		w.previous, w.booted = w.booted, w.finalized+"-broken"
+		w.staged, w.finalized = "", ""
+	case w.finalized != "":
 		w.previous, w.booted = w.booted, w.finalized
 		w.staged, w.finalized = "", ""
 	}
+}
+
+// bootUnplanned reboots the machine without anyone asking (a power cut,
+// a kernel panic, a failed ostree-finalize-staged): the running OS comes
+// back and a staged deployment, locked or finalized, is lost.
+func (w *world) bootUnplanned() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.reboots = 0
+	w.bootID++
+	w.staged, w.finalized = "", ""
 }
 
 // Workloads
@@ -139,6 +155,7 @@ func (w *world) Cordon(context.Context) (bool, error) {
 		return false, nil
 	}
 	w.node.Spec.Unschedulable, w.cordonedByUs = true, true
+	w.node.Annotations[v1alpha1.AnnotationCordonedBy] = "nodeward"
 	return true, nil
 }
 func (w *world) Drain(context.Context) error {
@@ -166,8 +183,9 @@ func (w *world) ReportHooks(context.Context, drain.HookPoint, []drain.Hook) erro
 func (w *world) Uncordon(context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.cordonedByUs {
+	if _, ours := w.node.Annotations[v1alpha1.AnnotationCordonedBy]; ours || w.cordonedByUs {
 		w.node.Spec.Unschedulable, w.cordonedByUs = false, false
+		delete(w.node.Annotations, v1alpha1.AnnotationCordonedBy)
 		w.uncordonedByUs++
 	}
 	w.drained = false
@@ -182,10 +200,16 @@ func (w *world) Node(context.Context) (*corev1.Node, error) {
 }
 
 // Protocol
+// Desired is w.desired; like the coordinator, it issues a grant for the
+// target unless a test names another.
 func (w *world) Desired(context.Context, *corev1.Node) (Desired, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.desired, nil
+	d := w.desired
+	if d.Grant != "" && d.GrantTarget == "" {
+		d.GrantTarget = d.Target
+	}
+	return d, w.desiredErr
 }
 func (w *world) Report(_ context.Context, st State) error {
 	w.mu.Lock()

@@ -68,7 +68,10 @@ type Machine struct {
 	// persisted, so a restarted agent asks again only if the boot ID
 	// proves the machine did not reboot.
 	rebootAsked time.Time
-	synced      chan struct{}
+	// desiredProblem is the last error reading the coordinator's wishes,
+	// reported once.
+	desiredProblem string
+	synced         chan struct{}
 	table       map[v1alpha1.Step]stepFunc
 }
 
@@ -168,7 +171,9 @@ func (m *Machine) Advance(ctx context.Context) (progressed bool, err error) {
 	}
 	desired, err := m.cfg.Protocol.Desired(ctx, node)
 	if err != nil {
-		return false, fmt.Errorf("read the coordinator's wishes: %w", err)
+		desired = m.holdPosition(node, err)
+	} else {
+		m.desiredProblem = ""
 	}
 	from := m.state.Step
 	next, stepErr := m.run(ctx, node, desired)
@@ -183,6 +188,23 @@ func (m *Machine) Advance(ctx context.Context) (progressed bool, err error) {
 	}
 	m.markSynced()
 	return next != from, stepErr
+}
+
+// holdPosition is what the machine acts on while the coordinator's wishes
+// cannot be read (a malformed annotation, an unreadable MachineConfig): its
+// own target and grant, no yield and no force. Every step then carries on
+// as far as it safely can — an update in flight finishes, uncordons and
+// reports — and nothing new starts. The problem is logged and recorded as a
+// Warning Event once per distinct message.
+func (m *Machine) holdPosition(node *corev1.Node, err error) Desired {
+	if msg := err.Error(); msg != m.desiredProblem {
+		m.desiredProblem = msg
+		m.cfg.Log.Warn("cannot read the coordinator's wishes; finishing what is safe without them", "step", m.state.Step, "err", err)
+		if m.cfg.Events != nil {
+			m.cfg.Events.Event(node, true, "BadCoordinatorAnnotation", "ignored until fixed, the update holds its position: "+msg)
+		}
+	}
+	return Desired{Target: m.state.Target, Grant: m.state.Grant, GrantTarget: m.state.Target}
 }
 
 func (m *Machine) markSynced() {

@@ -60,7 +60,7 @@ func (p *MCOProtocol) Desired(ctx context.Context, node *corev1.Node) (Desired, 
 	if err != nil {
 		return Desired{}, err
 	}
-	d := Desired{Target: target}
+	d := Desired{Target: target, GrantTarget: target}
 	if desired != node.Annotations[MCOCurrentConfig] {
 		d.Grant = desired
 	}

@@ -8,8 +8,9 @@ import (
 )
 
 // OSUpdate adapts the osupdate package's rpm-ostree Updater to the update
-// machine: verification by digest, checksum and kernel arguments, canonical
-// targets, and a rollback that is idempotent across a crash.
+// machine: verification by digest, checksum and kernel arguments, and
+// canonical targets. Its Rollback is idempotent across a crash and returns
+// every failure: a rollback is never assumed.
 type OSUpdate struct {
 	*osupdate.Updater
 }
@@ -26,15 +27,6 @@ func (o OSUpdate) VerifyBooted(ctx context.Context, target string) (bool, string
 	default:
 		return false, "", err
 	}
-}
-
-// Rollback implements OSUpdater. A rollback already done for the target
-// (before a crash) counts as done.
-func (o OSUpdate) Rollback(ctx context.Context) error {
-	if err := o.Updater.Rollback(ctx); err != nil && !errors.Is(err, osupdate.ErrAlreadyRolledBack) {
-		return err
-	}
-	return nil
 }
 
 var (

@@ -88,6 +88,9 @@ type Desired struct {
 	// Grant is non-empty while the coordinator grants this node a slot;
 	// its value identifies the grant.
 	Grant string
+	// GrantTarget is the target the grant was issued for: a grant for
+	// another target than the one staged is never used.
+	GrantTarget string
 	// YieldOnDrainTimeout gives the slot back when a drain stays blocked
 	// past DrainTimeout; otherwise the agent keeps retrying.
 	YieldOnDrainTimeout bool
@@ -101,7 +104,9 @@ type Desired struct {
 // Protocol is the node annotation protocol with the coordinator (nodeward's
 // own or the MCO).
 type Protocol interface {
-	// Desired reads what the coordinator asks of node.
+	// Desired reads what the coordinator asks of node. On an error the
+	// machine keeps finishing what is safe without the coordinator's
+	// wishes (docs/agent.md), so a partial answer is never acted on.
 	Desired(ctx context.Context, node *corev1.Node) (Desired, error)
 	// Report publishes the agent's state on the node. It must be
 	// idempotent: the same state may be reported again after a crash.

@@ -2,6 +2,7 @@ package update
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -20,32 +21,37 @@ type AnnotationProtocol struct {
 }
 
 // Desired implements Protocol. A malformed value is an error naming the
-// annotation and its value, and changes nothing.
+// annotation and its value; the Desired returned beside it still carries
+// every value that could be read, the bad ones at their safe defaults (no
+// yield, no force, the agent's own drain timeout).
 func (p *AnnotationProtocol) Desired(_ context.Context, node *corev1.Node) (Desired, error) {
 	a := node.Annotations
-	d := Desired{Target: a[v1alpha1.AnnotationTarget], Grant: a[v1alpha1.AnnotationGrant]}
-	if v, ok := a[v1alpha1.AnnotationYieldOnDrainTimeout]; ok {
+	d := Desired{Target: a[v1alpha1.AnnotationTarget], Grant: a[v1alpha1.AnnotationGrant],
+		GrantTarget: a[v1alpha1.AnnotationGrantTarget]}
+	var errs []error
+	parseBool := func(key string, into *bool) {
+		v, ok := a[key]
+		if !ok {
+			return
+		}
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return Desired{}, fmt.Errorf("annotation %s=%q: want true or false", v1alpha1.AnnotationYieldOnDrainTimeout, v)
+			errs = append(errs, fmt.Errorf("annotation %s=%q: want true or false", key, v))
+			return
 		}
-		d.YieldOnDrainTimeout = b
+		*into = b
 	}
-	if v, ok := a[v1alpha1.AnnotationForceOnDrainTimeout]; ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return Desired{}, fmt.Errorf("annotation %s=%q: want true or false", v1alpha1.AnnotationForceOnDrainTimeout, v)
-		}
-		d.ForceOnDrainTimeout = b
-	}
+	parseBool(v1alpha1.AnnotationYieldOnDrainTimeout, &d.YieldOnDrainTimeout)
+	parseBool(v1alpha1.AnnotationForceOnDrainTimeout, &d.ForceOnDrainTimeout)
 	if v, ok := a[v1alpha1.AnnotationDrainTimeout]; ok {
 		t, err := time.ParseDuration(v)
 		if err != nil || t <= 0 {
-			return Desired{}, fmt.Errorf("annotation %s=%q: want a positive duration such as 10m", v1alpha1.AnnotationDrainTimeout, v)
+			errs = append(errs, fmt.Errorf("annotation %s=%q: want a positive duration such as 10m", v1alpha1.AnnotationDrainTimeout, v))
+		} else {
+			d.DrainTimeout = t
 		}
-		d.DrainTimeout = t
 	}
-	return d, nil
+	return d, errors.Join(errs...)
 }
 
 // Report implements Protocol with one merge patch of the agent's keys.

@@ -36,6 +36,20 @@ type State struct {
 	// RollingBack is true while the reboot into the previous deployment
 	// after a failed verification is pending.
 	RollingBack bool `json:"rollingBack,omitempty"`
+	// LastGrant is the grant of the update before this one: a grant is
+	// used for one update only, never again.
+	LastGrant string `json:"lastGrant,omitempty"`
+	// NodeUID is the UID of the Node object nodeward cordoned: a Node
+	// deleted and created again is a new object, neither cordoned nor
+	// drained, and is never rebooted on the old object's drain.
+	NodeUID string `json:"nodeUID,omitempty"`
+	// StagedBootID is the boot ID when the target was staged. A
+	// finalization-locked deployment does not survive a reboot: a
+	// different boot ID means the target must be staged again.
+	StagedBootID string `json:"stagedBootID,omitempty"`
+	// FailedBoots counts the boots after finalizing that came up on the
+	// previous OS (the new deployment never booted).
+	FailedBoots int `json:"failedBoots,omitempty"`
 	// Reason explains Degraded, RolledBack and Yielded.
 	Reason string `json:"reason,omitempty"`
 

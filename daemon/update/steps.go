@@ -20,19 +20,15 @@ type stepFunc func(ctx context.Context, node *corev1.Node, want Desired) (v1alph
 // steps maps every step to its action; the table is the state machine.
 func (m *Machine) steps() map[v1alpha1.Step]stepFunc {
 	return map[v1alpha1.Step]stepFunc{
-		v1alpha1.StepIdle: func(ctx context.Context, _ *corev1.Node, want Desired) (v1alpha1.Step, error) {
-			return m.idle(ctx, want)
-		},
-		v1alpha1.StepStaging:       m.staging,
-		v1alpha1.StepStaged:        m.staged,
-		v1alpha1.StepGranted:       m.granted,
-		v1alpha1.StepHooksPreDrain: m.hooksPreDrain,
-		v1alpha1.StepCordoning:     m.cordoning,
-		v1alpha1.StepDraining: func(ctx context.Context, _ *corev1.Node, want Desired) (v1alpha1.Step, error) {
-			return m.drain(ctx, want)
-		},
+		v1alpha1.StepIdle:           m.idle,
+		v1alpha1.StepStaging:        m.staging,
+		v1alpha1.StepStaged:         m.staged,
+		v1alpha1.StepGranted:        m.granted,
+		v1alpha1.StepHooksPreDrain:  m.hooksPreDrain,
+		v1alpha1.StepCordoning:      m.cordoning,
+		v1alpha1.StepDraining:       m.draining,
 		v1alpha1.StepHooksPreReboot: m.hooksPreReboot,
-		v1alpha1.StepFinalizing:     func(ctx context.Context, _ *corev1.Node, _ Desired) (v1alpha1.Step, error) { return m.finalize(ctx) },
+		v1alpha1.StepFinalizing:     m.finalizing,
 		v1alpha1.StepRebooting:      func(ctx context.Context, _ *corev1.Node, _ Desired) (v1alpha1.Step, error) { return m.reboot(ctx) },
 		v1alpha1.StepVerifying:      m.verifying,
 		v1alpha1.StepWaitingHealthy: m.waitingHealthy,
@@ -55,47 +51,112 @@ func (m *Machine) run(ctx context.Context, node *corev1.Node, want Desired) (v1a
 	return step(ctx, node, want)
 }
 
-func (m *Machine) staging(ctx context.Context, _ *corev1.Node, want Desired) (v1alpha1.Step, error) {
+func (m *Machine) staging(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
 	st := &m.state
 	if want.Target != st.Target {
-		return m.restart(ctx, want)
+		return m.restart(ctx, node, want)
 	}
 	if m.cfg.StageAfterDrain {
 		return v1alpha1.StepStaged, nil // staged in Finalizing, after the drain
 	}
-	if err := m.cfg.OS.Stage(ctx, st.Target); err != nil {
-		return v1alpha1.StepStaging, fmt.Errorf("stage %s: %w", st.Target, err)
+	if err := m.stage(ctx); err != nil {
+		return v1alpha1.StepStaging, err
 	}
 	// Staged before the slot unless the grant arrived first.
 	st.StagedBeforeSlot = want.Grant == ""
 	return v1alpha1.StepStaged, nil
 }
 
-func (m *Machine) staged(ctx context.Context, _ *corev1.Node, want Desired) (v1alpha1.Step, error) {
+// stage stages the target and records the boot it was staged in.
+func (m *Machine) stage(ctx context.Context) error {
+	id, err := m.cfg.BootID()
+	if err != nil {
+		return fmt.Errorf("read boot ID: %w", err)
+	}
+	if err := m.cfg.OS.Stage(ctx, m.state.Target); err != nil {
+		return fmt.Errorf("stage %s: %w", m.state.Target, err)
+	}
+	m.state.StagedBootID = id
+	return nil
+}
+
+// stagingLost reports whether the machine booted since the target was
+// staged: a finalization-locked deployment does not survive a reboot.
+func (m *Machine) stagingLost() (bool, error) {
+	if m.state.StagedBootID == "" {
+		return false, nil // staged by an agent that did not record the boot
+	}
+	id, err := m.cfg.BootID()
+	if err != nil {
+		return false, fmt.Errorf("read boot ID: %w", err)
+	}
+	return id != m.state.StagedBootID, nil
+}
+
+func (m *Machine) staged(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
 	st := &m.state
 	if want.Target != st.Target {
-		return m.restart(ctx, want)
+		return m.restart(ctx, node, want)
+	}
+	if lost, err := m.stagingLost(); err != nil || lost {
+		st.Reason = "the staged deployment did not survive a reboot: staging again"
+		return v1alpha1.StepStaging, err
 	}
 	if want.Grant == "" {
 		return v1alpha1.StepStaged, nil
 	}
-	st.Grant = want.Grant
+	if why := m.unusableGrant(want); why != "" {
+		st.Reason = why
+		return v1alpha1.StepStaged, nil
+	}
+	st.Grant, st.Reason = want.Grant, ""
 	if m.cfg.Metrics != nil {
 		m.cfg.Metrics.granted(st.StagedBeforeSlot)
 	}
 	return v1alpha1.StepGranted, nil
 }
 
+// unusableGrant says why the machine does not take want's grant, "" when
+// it does: there is none, it was issued for another target than the one
+// staged, or it is the grant of the previous update.
+func (m *Machine) unusableGrant(want Desired) string {
+	switch {
+	case want.Grant == "":
+		return ""
+	case want.GrantTarget != m.state.Target:
+		return fmt.Sprintf("grant %s was issued for target %q, not the staged %q: waiting for a grant for this target",
+			want.Grant, want.GrantTarget, m.state.Target)
+	case want.Grant == m.state.LastGrant:
+		return fmt.Sprintf("grant %s was used for the previous update: waiting for a new grant", want.Grant)
+	}
+	return ""
+}
+
+// slotStillHeld checks, before any disruption, that the grant taken is
+// still the coordinator's and the staged deployment still there; if not,
+// the machine goes back to Staged (or Staging) without having disrupted
+// anything.
+func (m *Machine) slotStillHeld(want Desired) (v1alpha1.Step, bool, error) {
+	if want.Grant == "" || want.Grant != m.state.Grant {
+		m.state.Grant = ""
+		return v1alpha1.StepStaged, false, nil // grant withdrawn before any disruption
+	}
+	if lost, err := m.stagingLost(); err != nil || lost {
+		return v1alpha1.StepStaging, false, err
+	}
+	return "", true, nil
+}
+
 func (m *Machine) granted(_ context.Context, _ *corev1.Node, want Desired) (v1alpha1.Step, error) {
-	if want.Grant == "" {
-		return v1alpha1.StepStaged, nil // grant withdrawn before any disruption
+	if next, ok, err := m.slotStillHeld(want); !ok {
+		return next, err
 	}
 	return v1alpha1.StepHooksPreDrain, nil
 }
 
 func (m *Machine) hooksPreDrain(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
-	if want.Grant == "" {
-		return v1alpha1.StepStaged, nil
+	if next, ok, err := m.slotStillHeld(want); !ok {
+		return next, err
 	}
 	if hooks := m.heldBy(ctx, node, drain.PreDrain); len(hooks) > 0 {
 		m.state.Reason = "waiting: " + drain.PreDrain.Describe(hooks)
@@ -105,7 +166,7 @@ func (m *Machine) hooksPreDrain(ctx context.Context, node *corev1.Node, want Des
 	return v1alpha1.StepCordoning, nil
 }
 
-func (m *Machine) cordoning(ctx context.Context, _ *corev1.Node, _ Desired) (v1alpha1.Step, error) {
+func (m *Machine) cordoning(ctx context.Context, node *corev1.Node, _ Desired) (v1alpha1.Step, error) {
 	byUs, err := m.cfg.Workloads.Cordon(ctx)
 	if err != nil {
 		return v1alpha1.StepCordoning, fmt.Errorf("cordon: %w", err)
@@ -114,11 +175,44 @@ func (m *Machine) cordoning(ctx context.Context, _ *corev1.Node, _ Desired) (v1a
 		m.state.Reason = "node was cordoned by someone else; nodeward leaves it alone"
 		return v1alpha1.StepYielding, nil
 	}
-	m.state.Cordoned = true
+	m.state.Cordoned, m.state.NodeUID = true, string(node.UID)
 	return v1alpha1.StepDraining, nil
 }
 
-func (m *Machine) hooksPreReboot(ctx context.Context, node *corev1.Node, _ Desired) (v1alpha1.Step, error) {
+// disruptionStillOurs checks, between the cordon and the reboot, that the
+// Node is the object nodeward cordoned, still cordoned, and still granted
+// the slot; otherwise the reboot must not happen on this drain. It returns
+// the step to go back to, or "" when all holds.
+func (m *Machine) disruptionStillOurs(node *corev1.Node, want Desired) v1alpha1.Step {
+	st := &m.state
+	switch {
+	case st.NodeUID != "" && string(node.UID) != st.NodeUID:
+		// A new object: not cordoned, not drained, no grant. Nothing of
+		// this update's disruption holds; start over from Staged.
+		st.Cordoned, st.Grant, st.NodeUID, st.DrainSince = false, "", "", time.Time{}
+		st.Reason = "the Node object was deleted and created again mid-update: its drain is void"
+		return v1alpha1.StepStaged
+	case want.Grant != st.Grant:
+		st.Reason = "the grant was withdrawn before the reboot: giving the slot back"
+		return v1alpha1.StepYielding
+	case !node.Spec.Unschedulable:
+		st.Reason = "the node was uncordoned mid-update: cordoning and draining again"
+		return v1alpha1.StepCordoning
+	}
+	return ""
+}
+
+func (m *Machine) draining(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
+	if back := m.disruptionStillOurs(node, want); back != "" {
+		return back, nil
+	}
+	return m.drain(ctx, want)
+}
+
+func (m *Machine) hooksPreReboot(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
+	if back := m.disruptionStillOurs(node, want); back != "" {
+		return back, nil
+	}
 	if hooks := m.heldBy(ctx, node, drain.PreReboot); len(hooks) > 0 {
 		m.state.Reason = "waiting: " + drain.PreReboot.Describe(hooks)
 		return v1alpha1.StepHooksPreReboot, nil
@@ -129,18 +223,39 @@ func (m *Machine) hooksPreReboot(ctx context.Context, node *corev1.Node, _ Desir
 	return m.markBoot(v1alpha1.StepFinalizing)
 }
 
+// maxFailedBoots bounds the retries of a finalization whose boot came up
+// on the previous OS.
+const maxFailedBoots = 2
+
 func (m *Machine) verifying(ctx context.Context, _ *corev1.Node, _ Desired) (v1alpha1.Step, error) {
 	st := &m.state
 	ok, reason, err := m.verify(ctx, st.Target)
 	if err != nil {
 		return v1alpha1.StepVerifying, fmt.Errorf("verify the booted OS: %w", err)
 	}
-	if !ok {
-		st.Reason = reason
-		st.RollingBack = true
-		return m.markBoot(v1alpha1.StepRollingBack)
+	if ok {
+		st.FailedBoots = 0
+		return v1alpha1.StepWaitingHealthy, nil
 	}
-	return v1alpha1.StepWaitingHealthy, nil
+	booted, err := m.cfg.OS.Booted(ctx)
+	if err != nil {
+		return v1alpha1.StepVerifying, fmt.Errorf("read booted OS: %w", err)
+	}
+	if st.PreviousOS != "" && booted == st.PreviousOS {
+		// The new deployment never booted: a reboot before the
+		// finalization took, or a failed ostree-finalize-staged. That is
+		// no fault of the target; stage it again and retry.
+		if st.FailedBoots >= maxFailedBoots {
+			st.Reason = fmt.Sprintf("booted the previous OS %s instead of %s %d times: finalization does not take", booted, st.Target, st.FailedBoots+1)
+			return v1alpha1.StepDegraded, nil
+		}
+		st.FailedBoots++
+		st.Reason = fmt.Sprintf("booted the previous OS %s instead of %s (attempt %d of %d): staging again", booted, st.Target, st.FailedBoots, maxFailedBoots+1)
+		return m.markBoot(v1alpha1.StepFinalizing)
+	}
+	st.Reason = reason
+	st.RollingBack = true
+	return m.markBoot(v1alpha1.StepRollingBack)
 }
 
 func (m *Machine) waitingHealthy(ctx context.Context, node *corev1.Node, _ Desired) (v1alpha1.Step, error) {
@@ -172,9 +287,9 @@ func (m *Machine) uncordoning(ctx context.Context, _ *corev1.Node, _ Desired) (v
 }
 
 // finished is Done and Degraded: both wait for a new target.
-func (m *Machine) finished(ctx context.Context, _ *corev1.Node, want Desired) (v1alpha1.Step, error) {
+func (m *Machine) finished(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
 	if want.Target != "" && want.Target != m.state.Target {
-		return m.restart(ctx, want)
+		return m.restart(ctx, node, want)
 	}
 	return m.state.Step, nil
 }
@@ -188,13 +303,13 @@ func (m *Machine) yielding(ctx context.Context, _ *corev1.Node, _ Desired) (v1al
 
 // yielded waits for the coordinator to take the grant back, then starts
 // over from Staged for a later grant.
-func (m *Machine) yielded(ctx context.Context, _ *corev1.Node, want Desired) (v1alpha1.Step, error) {
+func (m *Machine) yielded(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
 	st := &m.state
 	if want.Grant != "" && want.Grant == st.Grant {
 		return v1alpha1.StepYielded, nil
 	}
 	if want.Target != st.Target {
-		return m.restart(ctx, want)
+		return m.restart(ctx, node, want)
 	}
 	st.Grant, st.UnavailableSince, st.DrainSince = "", time.Time{}, time.Time{}
 	return v1alpha1.StepStaged, nil
@@ -215,12 +330,17 @@ func (m *Machine) rolledBack(ctx context.Context, _ *corev1.Node, _ Desired) (v1
 	if err != nil {
 		return v1alpha1.StepRolledBack, fmt.Errorf("read booted OS: %w", err)
 	}
+	if m.state.PreviousOS != "" && booted != m.state.PreviousOS {
+		// Never claim a rollback that did not happen.
+		m.state.Reason = fmt.Sprintf("rollback failed: booted %s, not the previous %s: %s", orNone(booted), m.state.PreviousOS, m.state.Reason)
+		return v1alpha1.StepDegraded, nil
+	}
 	m.state.Reason = fmt.Sprintf("rolled back to %s: %s", orNone(booted), m.state.Reason)
 	return v1alpha1.StepDegraded, nil
 }
 
 // idle starts an update when the pool's target differs from the booted OS.
-func (m *Machine) idle(ctx context.Context, want Desired) (v1alpha1.Step, error) {
+func (m *Machine) idle(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
 	if want.Target == "" {
 		return v1alpha1.StepIdle, nil
 	}
@@ -229,26 +349,48 @@ func (m *Machine) idle(ctx context.Context, want Desired) (v1alpha1.Step, error)
 		return v1alpha1.StepIdle, err
 	}
 	st := &m.state
-	if onTarget {
-		// Already there (a new node, or an update finished before a state
-		// loss): report Done so that a grant is released at once.
-		*st = State{Step: v1alpha1.StepIdle, Target: want.Target, StepSince: st.StepSince}
-		return v1alpha1.StepDone, nil
+	fresh := State{Step: v1alpha1.StepIdle, Target: want.Target, StepSince: st.StepSince, LastGrant: st.LastGrant,
+		Cordoned: st.Cordoned || cordonedByNodeward(node)}
+	if !onTarget {
+		// A new update never inherits a grant: it takes one in Staged,
+		// issued for its target.
+		fresh.PreviousOS = booted
+		*st = fresh
+		return v1alpha1.StepStaging, nil
 	}
-	*st = State{Step: v1alpha1.StepIdle, Target: want.Target, PreviousOS: booted, StepSince: st.StepSince, Grant: want.Grant}
-	return v1alpha1.StepStaging, nil
+	// Already there: a new node, or an update that finished before its
+	// state was lost. Finish it as the update would have: keep a grant
+	// issued for this target so that Done releases it, and lift
+	// nodeward's own cordon after the health check.
+	*st = fresh
+	if m.unusableGrant(want) == "" && want.Grant != "" {
+		st.Grant = want.Grant
+	}
+	if st.Grant != "" || st.Cordoned {
+		return v1alpha1.StepWaitingHealthy, nil
+	}
+	return v1alpha1.StepDone, nil
+}
+
+// cordonedByNodeward reports whether node carries nodeward's own cordon.
+func cordonedByNodeward(node *corev1.Node) bool {
+	_, ours := node.Annotations[v1alpha1.AnnotationCordonedBy]
+	return ours && node.Spec.Unschedulable
 }
 
 // restart abandons a finished or not yet disruptive update for a new target.
-func (m *Machine) restart(ctx context.Context, want Desired) (v1alpha1.Step, error) {
+func (m *Machine) restart(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
 	if m.state.Cordoned {
 		// A degraded node keeps nodeward's cordon; the new update will
 		// find its own record and carry on from there.
 		m.cfg.Log.Info("new target while nodeward's cordon is in place", "target", want.Target)
 	}
-	cordoned := m.state.Cordoned
-	m.state = State{Step: m.state.Step, StepSince: m.state.StepSince, Cordoned: cordoned}
-	return m.idle(ctx, want)
+	last := m.state.Grant
+	if last == "" {
+		last = m.state.LastGrant
+	}
+	m.state = State{Step: m.state.Step, StepSince: m.state.StepSince, Cordoned: m.state.Cordoned, LastGrant: last}
+	return m.idle(ctx, node, want)
 }
 
 func (m *Machine) drain(ctx context.Context, want Desired) (v1alpha1.Step, error) {
@@ -294,13 +436,20 @@ func (m *Machine) drain(ctx context.Context, want Desired) (v1alpha1.Step, error
 	return v1alpha1.StepDraining, fmt.Errorf("drain: %w", err)
 }
 
-func (m *Machine) finalize(ctx context.Context) (v1alpha1.Step, error) {
+func (m *Machine) finalizing(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
 	if rebooted, err := m.rebooted(); err != nil || rebooted {
 		return m.afterBoot(err) // finalization rebooted the machine
 	}
-	if m.cfg.StageAfterDrain {
-		if err := m.cfg.OS.Stage(ctx, m.state.Target); err != nil {
-			return v1alpha1.StepFinalizing, fmt.Errorf("stage %s: %w", m.state.Target, err)
+	if back := m.disruptionStillOurs(node, want); back != "" {
+		return back, nil
+	}
+	lost, err := m.stagingLost()
+	if err != nil {
+		return v1alpha1.StepFinalizing, err
+	}
+	if lost || m.cfg.StageAfterDrain {
+		if err := m.stage(ctx); err != nil {
+			return v1alpha1.StepFinalizing, err
 		}
 	}
 	if err := m.cfg.OS.Finalize(ctx, m.state.Target); err != nil {

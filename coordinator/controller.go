@@ -398,6 +398,7 @@ func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan 
 		c.mu.Unlock()
 		set := coordinatorKeys()
 		set[v1alpha1.AnnotationGrant] = &grant
+		set[v1alpha1.AnnotationGrantTarget] = &plan.target
 		set[v1alpha1.AnnotationYieldedAt] = nil
 		// The pool's lifecycle hooks are stamped with the grant, when the
 		// node's update starts; each hook's owner removes its own.
@@ -424,7 +425,7 @@ func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan 
 		yielded[n] = true
 	}
 	for _, n := range plan.release {
-		set := map[string]*string{v1alpha1.AnnotationGrant: nil}
+		set := map[string]*string{v1alpha1.AnnotationGrant: nil, v1alpha1.AnnotationGrantTarget: nil}
 		if yielded[n] {
 			at := now.UTC().Format(time.RFC3339)
 			set[v1alpha1.AnnotationYieldedAt] = &at

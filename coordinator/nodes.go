@@ -76,7 +76,7 @@ func (v nodeView) unavailable() (bool, string) { return v.down, v.why }
 // them alone never calls for a new plan.
 func isCoordinatorAnnotation(key string) bool {
 	switch key {
-	case v1alpha1.AnnotationTarget, v1alpha1.AnnotationGrant, v1alpha1.AnnotationYieldedAt,
+	case v1alpha1.AnnotationTarget, v1alpha1.AnnotationGrant, v1alpha1.AnnotationGrantTarget, v1alpha1.AnnotationYieldedAt,
 		v1alpha1.AnnotationDrainTimeout, v1alpha1.AnnotationYieldOnDrainTimeout, v1alpha1.AnnotationForceOnDrainTimeout:
 		return true
 	}

@@ -78,7 +78,7 @@ func (g *Granter) reconcile(ctx context.Context, grants *int) error {
 			g.yielded[n.Name] = time.Now()
 		}
 		if granted && (finished || step == v1alpha1.StepDone) {
-			set[v1alpha1.AnnotationGrant] = nil // release
+			set[v1alpha1.AnnotationGrant], set[v1alpha1.AnnotationGrantTarget] = nil, nil // release
 			granted = false
 		}
 		if granted {
@@ -103,7 +103,7 @@ func (g *Granter) reconcile(ctx context.Context, grants *int) error {
 		}
 		*grants++
 		id := fmt.Sprintf("g%d", *grants)
-		if err := g.patch(ctx, n.Name, map[string]*string{v1alpha1.AnnotationGrant: &id}); err != nil {
+		if err := g.patch(ctx, n.Name, map[string]*string{v1alpha1.AnnotationGrant: &id, v1alpha1.AnnotationGrantTarget: &g.Target}); err != nil {
 			return err
 		}
 		held++

@@ -135,6 +135,25 @@ func (h *SimHost) Boot() {
 	}
 }
 
+// PowerCut reboots the machine without anyone asking (a power cut, a
+// kernel panic): the booted OS comes back, and a staged deployment, locked
+// or finalized, is lost. The agent must be stopped first. It does not count
+// in Reboots.
+func (h *SimHost) PowerCut() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.boot++
+	h.rebootAsked = false
+	h.staged, h.finalized = "", ""
+}
+
+// Staged returns the staged deployment ("" for none).
+func (h *SimHost) Staged() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.staged
+}
+
 // Reboots counts the boots so far.
 func (h *SimHost) Reboots() int {
 	h.mu.Lock()

@@ -72,7 +72,7 @@ type Machine struct {
 	// reported once.
 	desiredProblem string
 	synced         chan struct{}
-	table       map[v1alpha1.Step]stepFunc
+	table          map[v1alpha1.Step]stepFunc
 }
 
 // NewMachine checks cfg and fills in defaults.

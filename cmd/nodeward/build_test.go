@@ -32,3 +32,39 @@ func TestReleaseBuildLeavesOutHeavyPackages(t *testing.T) {
 		}
 	}
 }
+
+// TestPackagesImportOneWay keeps the layout the architecture
+// (docs/architecture.md): cmd → daemon and coordinator → conditions, drain,
+// osupdate, systemd → api. The coordinator links nothing of the agent and
+// the agent nothing of the coordinator; the lower layers link neither.
+func TestPackagesImportOneWay(t *testing.T) {
+	const mod = "github.com/nodeward/nodeward/"
+	agent := []string{"daemon", "daemon/health", "daemon/update", "conditions", "osupdate", "systemd"}
+	rules := map[string][]string{
+		"coordinator":   agent,
+		"daemon":        {"coordinator", "cmd/nodeward"},
+		"daemon/update": {"coordinator", "daemon", "daemon/health", "conditions", "systemd"},
+		"daemon/health": {"coordinator", "daemon", "daemon/update", "drain", "osupdate", "systemd"},
+		"conditions":    {"coordinator", "daemon", "drain", "osupdate", "systemd"},
+		"drain":         {"coordinator", "daemon", "conditions", "osupdate", "systemd"},
+		"osupdate":      {"coordinator", "daemon", "conditions", "drain", "systemd"},
+		"systemd":       {"coordinator", "daemon", "conditions", "drain", "osupdate"},
+		"api/v1alpha1":  {"api/kube", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
+		"api/kube":      {"api/v1alpha1", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
+	}
+	for pkg, forbidden := range rules {
+		out, err := exec.Command("go", "list", "-deps", mod+pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list %s: %v\n%s", pkg, err, out)
+		}
+		deps := map[string]bool{}
+		for _, d := range strings.Fields(string(out)) {
+			deps[d] = true
+		}
+		for _, f := range forbidden {
+			if deps[mod+f] {
+				t.Errorf("%s imports %s: imports flow cmd → daemon, coordinator → conditions, drain, osupdate, systemd → api", pkg, f)
+			}
+		}
+	}
+}

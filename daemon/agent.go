@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,6 +42,10 @@ type Config struct {
 	TextfileDirectory string
 	// Notifier sends sd_notify messages; nil sends none.
 	Notifier Notifier
+	// WatchdogInterval is systemd's WatchdogSec ($WATCHDOG_USEC); the
+	// agent sends WATCHDOG=1 at half of it while its loops are alive.
+	// Zero sends none.
+	WatchdogInterval time.Duration
 	// Registry receives every metric of the agent; a fresh one when nil.
 	Registry *prometheus.Registry
 	Log      *slog.Logger
@@ -90,6 +95,7 @@ type Agent struct {
 	machine   *update.Machine
 	events    *update.NodeEvents
 	readiness *Readiness
+	liveness  *Liveness
 	server    *server
 }
 
@@ -121,7 +127,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("create Kubernetes client: %w", err)
 	}
 	a := &Agent{cfg: cfg, client: client, watch: NewNodeWatch(client, cfg.NodeName),
-		readiness: &Readiness{Notifier: cfg.Notifier, Log: cfg.Log}}
+		readiness: &Readiness{Notifier: cfg.Notifier, Log: cfg.Log}, liveness: NewLiveness(cfg.Now)}
 	a.readiness.Add("node watch", SyncedCheck(a.watch.Synced()))
 	if cfg.Health != nil {
 		if err := a.buildHealth(*cfg.Health); err != nil {
@@ -134,7 +140,7 @@ func New(cfg Config) (*Agent, error) {
 		}
 	}
 	if cfg.MetricsAddress != "" {
-		if a.server, err = listen(cfg.MetricsAddress, cfg.Registry, a.readiness, cfg.Log); err != nil {
+		if a.server, err = listen(cfg.MetricsAddress, cfg.Registry, a.readiness, a.liveness, cfg.Log); err != nil {
 			a.stop()
 			return nil, err
 		}
@@ -203,6 +209,9 @@ func (a *Agent) buildUpdate(rc *rest.Config, uc UpdateConfig) error {
 	if uc.Tune != nil {
 		uc.Tune(&mc)
 	}
+	// The machine turns at least every poll interval while it waits; one
+	// action (a download) is bounded by osupdate's own timeouts.
+	mc.Heartbeat = a.liveness.Register("update", 3*cmp.Or(mc.PollInterval, 5*time.Second)+10*time.Second, updateBusyLimit)
 	if a.machine, err = update.NewMachine(mc); err != nil {
 		a.events.Stop()
 		return err
@@ -210,6 +219,11 @@ func (a *Agent) buildUpdate(rc *rest.Config, uc UpdateConfig) error {
 	a.readiness.Add("update", SyncedCheck(a.machine.Synced()))
 	return nil
 }
+
+// updateBusyLimit bounds one action of the update machine for the
+// watchdog: osupdate's longest call (a download, 1 h) and its transaction
+// wait.
+const updateBusyLimit = 75 * time.Minute
 
 // protocol builds the coordinator protocol named by name.
 func (a *Agent) protocol(rc *rest.Config, name string) (update.Protocol, error) {
@@ -264,6 +278,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Go(func() { writeTextfiles(ctx, dir, a.cfg.Registry, a.cfg.Log) })
 	}
 	wg.Go(func() { a.readiness.Run(ctx, time.Second) })
+	if a.cfg.WatchdogInterval > 0 {
+		wg.Go(func() { a.petWatchdog(ctx) })
+	}
+	// STOPPING=1 at once; a critical update step in flight (finalize,
+	// rollback) still runs to its end before the parts return.
+	stopping := context.AfterFunc(ctx, func() { a.readiness.notify("STOPPING=1") })
+	defer stopping()
 	select {
 	case <-ctx.Done():
 		return nil
@@ -290,6 +311,32 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	return err
 }
+
+// petWatchdog sends WATCHDOG=1 at half the watchdog interval while every
+// loop is alive; a wedged loop stops the pings and systemd restarts the
+// agent.
+func (a *Agent) petWatchdog(ctx context.Context) {
+	tick := time.NewTicker(a.cfg.WatchdogInterval / 2)
+	defer tick.Stop()
+	withheld := false
+	for {
+		if ok, why := a.liveness.Alive(); ok {
+			a.readiness.notify("WATCHDOG=1")
+			withheld = false
+		} else if !withheld {
+			a.cfg.Log.Error("a loop of the agent is stuck: withholding the systemd watchdog ping", "why", why)
+			withheld = true
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// Alive is the agent's liveness, as /livez and the watchdog see it.
+func (a *Agent) Alive() (bool, string) { return a.liveness.Alive() }
 
 func (a *Agent) stop() {
 	if a.events != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// server serves the agent's /metrics, /healthz and /readyz.
+// server serves the agent's /metrics, /livez (also /healthz) and /readyz.
 type server struct {
 	listener net.Listener
 	server   *http.Server
@@ -22,17 +22,25 @@ type server struct {
 }
 
 // listen opens addr at once so that a taken port fails the start, not a
-// goroutine later. /readyz is the agent's combined readiness.
-func listen(addr string, gatherer prometheus.Gatherer, ready *Readiness, log *slog.Logger) (*server, error) {
+// goroutine later. /readyz is the agent's combined readiness; /livez (and
+// /healthz, its older name) its liveness, the same verdict the systemd
+// watchdog follows.
+func listen(addr string, gatherer prometheus.Gatherer, ready *Readiness, live *Liveness, log *slog.Logger) (*server, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on metricsAddress %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
-	})
+	livez := func(w http.ResponseWriter, _ *http.Request) {
+		ok, reason := live.Alive()
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		fmt.Fprintln(w, reason)
+	}
+	mux.HandleFunc("/livez", livez)
+	mux.HandleFunc("/healthz", livez)
 	mux.Handle("/readyz", ready)
 	log.Info("serving metrics and health", "address", l.Addr().String())
 	return &server{listener: l, log: log,

@@ -46,11 +46,15 @@ func newAgentCommand() *cobra.Command {
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("node", nodeName)
+			watchdog, err := systemd.WatchdogInterval()
+			if err != nil {
+				return err
+			}
 			agentCfg := daemon.Config{
 				RestConfig: restConfig, NodeName: nodeName,
 				Health:         &daemon.HealthConfig{Conditions: cfg},
 				MetricsAddress: cfg.MetricsAddress, TextfileDirectory: cfg.TextfileDirectory,
-				Notifier: &systemd.Notifier{Log: log}, Log: log,
+				Notifier: &systemd.Notifier{}, WatchdogInterval: watchdog, Log: log,
 			}
 			if updates {
 				if agentCfg.Update, err = updateConfig(host, drainFlags, string(protocol), stateDir, log); err != nil {

@@ -45,6 +45,8 @@ type world struct {
 	// protocol
 	desired    Desired
 	desiredErr error
+	// finalizeGate, when set, makes Finalize block between two messages.
+	finalizeGate chan struct{}
 	reported   []v1alpha1.Step
 	now        time.Time
 }
@@ -74,7 +76,14 @@ func (w *world) Stage(_ context.Context, target string) error {
 	w.staged, w.finalized = target, ""
 	return nil
 }
-func (w *world) Finalize(_ context.Context, target string) error {
+func (w *world) Finalize(ctx context.Context, target string) error {
+	if w.finalizeGate != nil {
+		w.finalizeGate <- struct{}{} // the finalize has started
+		<-w.finalizeGate             // the test lets it finish
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("finalize cut by the shutdown: %w", err)
+		}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.staged != target {

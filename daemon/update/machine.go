@@ -49,6 +49,15 @@ type Config struct {
 	RebootRetry time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Heartbeat is called with busy true as a step's action starts and
+	// with false when it ends and on every idle turn; the agent's watchdog
+	// follows it. Optional.
+	Heartbeat func(busy bool)
+	// CriticalTimeout bounds a critical step (Finalizing, RollingBack): it
+	// is not cut by the agent's shutdown but runs to its end, at most this
+	// long, and is persisted before Run returns. Default 4 min, inside the
+	// unit's TimeoutStopSec of 5 min.
+	CriticalTimeout time.Duration
 	// StageAfterDrain downloads the target only after the drain, inside
 	// the unavailable window, as the machine-config-daemon does. It exists
 	// to measure what pre-staging saves; never use it in production.
@@ -92,13 +101,16 @@ func NewMachine(cfg Config) (*Machine, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Heartbeat == nil {
+		cfg.Heartbeat = func(bool) {}
+	}
 	defaults := []struct {
 		d   *time.Duration
 		def time.Duration
 	}{
 		{&cfg.PollInterval, 5 * time.Second}, {&cfg.DrainTimeout, 10 * time.Minute},
 		{&cfg.DrainAttempt, 30 * time.Second}, {&cfg.HealthTimeout, 10 * time.Minute},
-		{&cfg.RebootRetry, 5 * time.Minute},
+		{&cfg.RebootRetry, 5 * time.Minute}, {&cfg.CriticalTimeout, 4 * time.Minute},
 	}
 	for _, d := range defaults {
 		if *d.d <= 0 {
@@ -121,7 +133,9 @@ func (m *Machine) Synced() <-chan struct{} { return m.synced }
 // the step is retried after the poll interval.
 func (m *Machine) Run(ctx context.Context) error {
 	for {
+		m.cfg.Heartbeat(true)
 		progressed, err := m.Advance(ctx)
+		m.cfg.Heartbeat(false)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -176,11 +190,13 @@ func (m *Machine) Advance(ctx context.Context) (progressed bool, err error) {
 		m.desiredProblem = ""
 	}
 	from := m.state.Step
-	next, stepErr := m.run(ctx, node, desired)
+	stepCtx, done := m.stepContext(ctx, from)
+	defer done()
+	next, stepErr := m.run(stepCtx, node, desired)
 	if next != from {
 		m.enter(next)
 	}
-	if err := m.persist(ctx); err != nil {
+	if err := m.persist(stepCtx); err != nil {
 		return false, err
 	}
 	if next != from {
@@ -188,6 +204,18 @@ func (m *Machine) Advance(ctx context.Context) (progressed bool, err error) {
 	}
 	m.markSynced()
 	return next != from, stepErr
+}
+
+// stepContext is ctx, except for a critical step — finalizing or rolling
+// back the deployment — which the agent's shutdown must not cut in half:
+// it runs on after ctx ends, bounded by CriticalTimeout, and its result is
+// persisted before Run returns.
+func (m *Machine) stepContext(ctx context.Context, step v1alpha1.Step) (context.Context, context.CancelFunc) {
+	switch step {
+	case v1alpha1.StepFinalizing, v1alpha1.StepRollingBack:
+		return context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CriticalTimeout)
+	}
+	return ctx, func() {}
 }
 
 // holdPosition is what the machine acts on while the coordinator's wishes

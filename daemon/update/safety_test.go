@@ -1,11 +1,13 @@
 package update
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -240,5 +242,52 @@ func TestFailedRollbackIsNotReportedAsDone(t *testing.T) {
 	m = w.machine(filepath.Clean(dir))
 	if st := m.State(); settle(t, m) != v1alpha1.StepDegraded || !strings.HasPrefix(m.State().Reason, "rollback failed") {
 		t.Fatalf("after a rollback that did not take: %+v; want Degraded with \"rollback failed\"", st)
+	}
+}
+
+// The agent is told to stop (SIGTERM) in the middle of finalizing: the
+// finalize is not cut, its result is persisted, and only then does Run
+// return; the next start resumes without a second finalize.
+func TestShutdownDuringFinalizeLetsItFinish(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "os-1")
+	w.desired = Desired{Target: "os-2", Grant: "g1"}
+	w.finalizeGate = make(chan struct{})
+	dir := t.TempDir()
+	m := w.machine(dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	select {
+	case <-w.finalizeGate: // the finalize is running
+	case <-time.After(10 * time.Second):
+		t.Fatal("the machine never reached the finalize")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned (%v) while the finalize was still running", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	w.finalizeGate <- struct{}{}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after the finalize ended")
+	}
+	if w.finalized != "os-2" {
+		t.Fatalf("finalized %q: the shutdown cut the finalize", w.finalized)
+	}
+	st, err := (Store{Path: filepath.Join(dir, "update-state.json")}).Load()
+	if err != nil || st.Step != v1alpha1.StepRebooting {
+		t.Fatalf("persisted %+v, %v; want Rebooting", st, err)
+	}
+	w.finalizeGate = nil
+	m = w.machine(dir)
+	if got := settle(t, m); got != v1alpha1.StepRebooting || w.totalReboots != 1 {
+		t.Fatalf("after the restart: step %s reboots %d", got, w.totalReboots)
 	}
 }

@@ -47,8 +47,8 @@ type world struct {
 	desiredErr error
 	// finalizeGate, when set, makes Finalize block between two messages.
 	finalizeGate chan struct{}
-	reported   []v1alpha1.Step
-	now        time.Time
+	reported     []v1alpha1.Step
+	now          time.Time
 }
 
 func newWorld(t *testing.T, booted string) *world {

@@ -98,8 +98,8 @@ func updateConfig(host hostFlags, drainFlags agentDrainFlags, protocol, stateDir
 	uc := &daemon.UpdateConfig{StateDir: stateDir, OS: update.OSUpdate{Updater: updater},
 		Reboot: &systemd.Rebooter{Log: log}, BootID: update.FileBootID(host.bootIDFile),
 		Protocol: protocol, Drain: drainOpts, PostUpdatePods: selector}
-	if host.pollInterval > 0 {
-		uc.Tune = func(c *update.Config) { c.PollInterval = host.pollInterval }
+	uc.Tune = func(c *update.Config) {
+		c.PollInterval, c.DebugWedgeFile = host.pollInterval, host.debugWedgeFile
 	}
 	return uc, nil
 }

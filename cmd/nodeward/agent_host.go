@@ -26,6 +26,9 @@ type hostFlags struct {
 	bootIDFile     string
 	cmdlineFile    string
 	pollInterval   time.Duration
+	// debugWedgeFile wedges the update loop while the file exists (tests
+	// of the systemd watchdog).
+	debugWedgeFile string
 	// postUpdatePods selects pods that must be Ready on the node before
 	// the update counts as healthy (empty: none).
 	postUpdatePods string
@@ -42,7 +45,8 @@ func (f *hostFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.postUpdatePods, "post-update-pods", "",
 		"label selector of pods that must run Ready on the node after a reboot before it is uncordoned (e.g. app=cni)")
 	fl.DurationVar(&f.pollInterval, "update-poll-interval", 0, "re-check interval while the update waits (0: 5s)")
-	for _, hidden := range []string{"boot-id-file", "cmdline-file", "update-poll-interval"} {
+	fl.StringVar(&f.debugWedgeFile, "debug-wedge-file", "", "tests only: the update loop stops turning while this file exists")
+	for _, hidden := range []string{"boot-id-file", "cmdline-file", "update-poll-interval", "debug-wedge-file"} {
 		_ = fl.MarkHidden(hidden)
 	}
 }

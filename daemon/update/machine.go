@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
@@ -53,6 +54,9 @@ type Config struct {
 	// with false when it ends and on every idle turn; the agent's watchdog
 	// follows it. Optional.
 	Heartbeat func(busy bool)
+	// DebugWedgeFile, for tests of the watchdog only: while this file
+	// exists the loop stops turning (and beating), as a wedged loop would.
+	DebugWedgeFile string
 	// CriticalTimeout bounds a critical step (Finalizing, RollingBack): it
 	// is not cut by the agent's shutdown but runs to its end, at most this
 	// long, and is persisted before Run returns. Default 4 min, inside the
@@ -133,6 +137,7 @@ func (m *Machine) Synced() <-chan struct{} { return m.synced }
 // the step is retried after the poll interval.
 func (m *Machine) Run(ctx context.Context) error {
 	for {
+		m.wedgeForTests(ctx)
 		m.cfg.Heartbeat(true)
 		progressed, err := m.Advance(ctx)
 		m.cfg.Heartbeat(false)
@@ -150,6 +155,23 @@ func (m *Machine) Run(ctx context.Context) error {
 			return nil
 		case <-m.cfg.Wake:
 		case <-time.After(m.cfg.PollInterval):
+		}
+	}
+}
+
+// wedgeForTests blocks, without a heartbeat, while DebugWedgeFile exists.
+func (m *Machine) wedgeForTests(ctx context.Context) {
+	if m.cfg.DebugWedgeFile == "" {
+		return
+	}
+	for {
+		if _, err := os.Stat(m.cfg.DebugWedgeFile); err != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 // Config wires the update machine. Store, Node, Protocol, OS, Reboot,
 // BootID and Workloads are required; the rest have defaults.
 type Config struct {
-	Store     Store
+	Store     StateStore
 	Node      NodeSource
 	Protocol  Protocol
 	OS        OSUpdater
@@ -91,8 +91,8 @@ type Machine struct {
 // NewMachine checks cfg and fills in defaults.
 func NewMachine(cfg Config) (*Machine, error) {
 	switch {
-	case cfg.Store.Path == "":
-		return nil, errors.New("update machine: Store.Path is empty")
+	case cfg.Store == nil:
+		return nil, errors.New("update machine: Store is required")
 	case cfg.Node == nil, cfg.Protocol == nil, cfg.OS == nil, cfg.Reboot == nil, cfg.BootID == nil, cfg.Workloads == nil:
 		return nil, errors.New("update machine: Node, Protocol, OS, Reboot, BootID and Workloads are required")
 	}

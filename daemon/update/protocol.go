@@ -56,6 +56,13 @@ func (p *AnnotationProtocol) Desired(_ context.Context, node *corev1.Node) (Desi
 
 // Report implements Protocol with one merge patch of the agent's keys.
 func (p *AnnotationProtocol) Report(ctx context.Context, st State) error {
+	return patchAnnotations(ctx, p.Client, p.Node, ReportAnnotations(st))
+}
+
+// ReportAnnotations are the agent's keys for st, as a merge patch: a nil
+// value removes the key. The protocol simulator applies the same patch to
+// its model of the API.
+func ReportAnnotations(st State) map[string]*string {
 	str := func(s string) *string {
 		if s == "" {
 			return nil
@@ -64,20 +71,21 @@ func (p *AnnotationProtocol) Report(ctx context.Context, st State) error {
 	}
 	staged := ""
 	switch st.Step {
-	case v1alpha1.StepStaged, v1alpha1.StepGranted, v1alpha1.StepHooksPreDrain, v1alpha1.StepCordoning, v1alpha1.StepDraining, v1alpha1.StepHooksPreReboot,
-		v1alpha1.StepFinalizing, v1alpha1.StepYielding, v1alpha1.StepYielded:
+	case v1alpha1.StepStaged, v1alpha1.StepGranted, v1alpha1.StepHooksPreDrain, v1alpha1.StepCordoning,
+		v1alpha1.StepDraining, v1alpha1.StepHooksPreReboot, v1alpha1.StepFinalizing, v1alpha1.StepYielding,
+		v1alpha1.StepYielded:
 		staged = st.Target
 	}
 	unavailable := ""
 	if st.Step.Disrupting() && !st.UnavailableSince.IsZero() {
 		unavailable = st.UnavailableSince.UTC().Format(time.RFC3339Nano)
 	}
-	return patchAnnotations(ctx, p.Client, p.Node, map[string]*string{
+	return map[string]*string{
 		v1alpha1.AnnotationState:            str(string(st.Step)),
 		v1alpha1.AnnotationStateTarget:      str(st.Target),
 		v1alpha1.AnnotationStateGrant:       str(st.Grant),
 		v1alpha1.AnnotationStaged:           str(staged),
 		v1alpha1.AnnotationReason:           str(st.Reason),
 		v1alpha1.AnnotationUnavailableSince: str(unavailable),
-	})
+	}
 }

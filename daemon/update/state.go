@@ -60,6 +60,16 @@ type State struct {
 	DrainSince time.Time `json:"drainSince,omitzero"`
 }
 
+// StateStore persists the machine's State: Store on a real host, an
+// in-memory model in the protocol simulator.
+type StateStore interface {
+	// Load returns the persisted state, or an Idle state when there is
+	// none.
+	Load() (State, error)
+	// Save persists st so that a crash after it returns keeps st.
+	Save(st State) error
+}
+
 // Store keeps State in one file, replaced atomically: a crash leaves
 // either the old or the new state, never a torn one.
 type Store struct {

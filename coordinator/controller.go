@@ -55,9 +55,11 @@ type Options struct {
 	// Health, when set, receives the state /readyz and /healthz report.
 	Health *Health
 
-	// betweenReads, for tests, runs in each reconcile between the copy of
-	// the expectations and the listing of the nodes.
+	// betweenReads and planned are test hooks (export_test.go): one runs
+	// in each reconcile between the copy of the expectations and the
+	// listing of the nodes, the other gets each plan's unavailable nodes.
 	betweenReads func()
+	planned      func(pool string, unavailable map[string]string)
 }
 
 // statusInterval bounds how often a pool's status is written.
@@ -323,6 +325,9 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	plan, err := planPool(in)
 	if err != nil {
 		return fmt.Errorf("plan pool %s: %w", pool.Name, err)
+	}
+	if c.opts.planned != nil {
+		c.opts.planned(pool.Name, plan.unavailable)
 	}
 	var errs []error
 	for _, n := range silent {

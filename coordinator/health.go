@@ -37,6 +37,24 @@ func NewHealth(now func() time.Time) *Health {
 	return &Health{now: now}
 }
 
+// Role names the replica's part: "not started", "standby", "leader
+// (caches not synced)", "leader" or "stopped".
+func (h *Health) Role() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.stopped:
+		return "stopped"
+	case h.leading && !h.synced:
+		return "leader (caches not synced)"
+	case h.leading:
+		return "leader"
+	case h.electing:
+		return "standby"
+	}
+	return "not started"
+}
+
 // Ready is nil when the replica does its part: a standby waits for the
 // leader Lease, a leader (or a coordinator without election) has synced its
 // caches. It is an error before either, and once the coordinator stopped.
@@ -80,18 +98,18 @@ func (h *Health) Live() error {
 	return errors.Join(errs...)
 }
 
-// ServeReadyz answers /readyz from Ready.
-func (h *Health) ServeReadyz(w http.ResponseWriter, _ *http.Request) { serveCheck(w, h.Ready()) }
+// ServeReadyz answers /readyz from Ready, naming the Role.
+func (h *Health) ServeReadyz(w http.ResponseWriter, _ *http.Request) { h.serve(w, h.Ready()) }
 
-// ServeHealthz answers /healthz from Live.
-func (h *Health) ServeHealthz(w http.ResponseWriter, _ *http.Request) { serveCheck(w, h.Live()) }
+// ServeHealthz answers /healthz from Live, naming the Role.
+func (h *Health) ServeHealthz(w http.ResponseWriter, _ *http.Request) { h.serve(w, h.Live()) }
 
-func serveCheck(w http.ResponseWriter, err error) {
+func (h *Health) serve(w http.ResponseWriter, err error) {
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		http.Error(w, h.Role()+": "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	_, _ = w.Write([]byte("ok\n"))
+	_, _ = w.Write([]byte("ok: " + h.Role() + "\n"))
 }
 
 func (h *Health) update(f func(h *Health)) {

@@ -23,6 +23,13 @@ const writeTimeout = 10 * time.Second
 // read it: the node's event re-plans the pool; no backoff, no alarm.
 var errStale = errors.New("node changed since it was planned")
 
+// staleError is the API server's conflict, which is errStale.
+type staleError struct{ err error }
+
+func (e staleError) Error() string        { return errStale.Error() + ": " + e.err.Error() }
+func (e staleError) Unwrap() error        { return e.err }
+func (e staleError) Is(target error) bool { return target == errStale }
+
 // coordinatorKeys are the annotations of every target and grant write: the
 // target and the pool's drain policy, every key present, those unset
 // deleted (null), so a policy removed from the pool leaves no stale key.
@@ -202,7 +209,7 @@ func patchNode(ctx context.Context, client *kube.Client, node, rv string, set ma
 	_, err = client.Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{})
 	switch {
 	case apierrors.IsConflict(err):
-		return fmt.Errorf("patch annotations of node %s: %w (%w)", node, errStale, err)
+		return fmt.Errorf("patch annotations of node %s: %w", node, staleError{err})
 	case err != nil:
 		return fmt.Errorf("patch annotations of node %s: %w", node, err)
 	}

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -294,3 +295,104 @@ func TestPlanStagingBudget(t *testing.T) {
 }
 
 func ptrInt32(v int32) *int32 { return &v }
+
+// finish makes node i report state for grant "g" on target.
+func (f fleet) finish(i int, state v1alpha1.Step, target string) {
+	f.annotate(i, v1alpha1.AnnotationGrant, "g", v1alpha1.AnnotationGrantTarget, target, v1alpha1.AnnotationStateGrant, "g",
+		v1alpha1.AnnotationStateTarget, target, v1alpha1.AnnotationState, string(state))
+}
+
+func TestPlanCountsAFinishedNodeThatDoesNotServe(t *testing.T) {
+	nodes := healthy(3)
+	nodes.finish(0, v1alpha1.StepDone, "quay.io/os:2")
+	nodes[0].Status.Conditions = append(nodes[0].Status.Conditions,
+		corev1.NodeCondition{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionTrue})
+	p, _ := plan(pool(intstr.FromInt32(1)), nodes.views(), nil, now)
+	if fmt.Sprint(p.release) != "[n00]" || len(p.grant) != 0 || p.unavailable["n00"] == "" {
+		t.Fatalf("Done without network: release %v grant %v unavailable %v; want n00 released, counted, nothing granted",
+			p.release, p.grant, p.unavailable)
+	}
+	nodes[0].Status.Conditions = nodes[0].Status.Conditions[:1]
+	nodes[0].Spec.Unschedulable = true // Yielded because an admin cordoned it
+	nodes.finish(0, v1alpha1.StepYielded, "quay.io/os:2")
+	p, _ = plan(pool(intstr.FromInt32(1)), nodes.views(), nil, now)
+	if fmt.Sprint(p.yielded) != "[n00]" || len(p.grant) != 0 {
+		t.Fatalf("Yielded while cordoned: yielded %v grant %v; want n00 released, nothing granted", p.yielded, p.grant)
+	}
+	nodes[0].Spec.Unschedulable = false
+	p, _ = plan(pool(intstr.FromInt32(1)), nodes.views(), nil, now)
+	if fmt.Sprint(p.grant) != "[n01]" {
+		t.Fatalf("Yielded and serving: grant %v, want [n01] in the same pass", p.grant)
+	}
+}
+
+func TestPlanCountsSharedNodesAndReleasesOnlyItsOwnGrants(t *testing.T) {
+	nodes := healthy(3)
+	nodes.annotate(0, v1alpha1.AnnotationGrant, "g", v1alpha1.AnnotationState, "Rebooting")
+	views := nodes.views()
+	views[0].shared, views[0].owner = true, "other"
+	p, _ := plan(pool(intstr.FromInt32(1)), views, nil, now)
+	if len(p.grant) != 0 || p.unavailable["n00"] == "" || fmt.Sprint(p.overlapping) != "[n00]" || p.machines != 2 {
+		t.Fatalf("shared node in flight: grant %v unavailable %v overlapping %v machines %d", p.grant, p.unavailable, p.overlapping, p.machines)
+	}
+	nodes.finish(0, v1alpha1.StepDone, "quay.io/os:2")
+	views = nodes.views()
+	views[0].shared, views[0].owner = true, "other"
+	p, _ = plan(pool(intstr.FromInt32(1)), views, nil, now)
+	if len(p.release) != 0 || fmt.Sprint(p.grant) != "[n01]" {
+		t.Fatalf("shared node Done, granted by another pool: release %v grant %v; want no release here, n01 granted", p.release, p.grant)
+	}
+	views[0].owner = "p"
+	p, _ = plan(pool(intstr.FromInt32(1)), views, nil, now)
+	if fmt.Sprint(p.release) != "[n00]" || slices.Contains(p.grant, "n00") || slices.Contains(p.setTarget, "n00") {
+		t.Fatalf("shared node Done, granted here: release %v grant %v setTarget %v", p.release, p.grant, p.setTarget)
+	}
+}
+
+func TestPlanKeepsTheTargetOfAGrant(t *testing.T) {
+	nodes := healthy(2)
+	for i := range nodes {
+		nodes.annotate(i, v1alpha1.AnnotationTarget, "quay.io/os:1")
+	}
+	nodes.annotate(0, v1alpha1.AnnotationGrant, "g", v1alpha1.AnnotationState, "Draining")
+	p, _ := plan(pool(intstr.FromInt32(1)), nodes.views(), map[string]bool{"n01": true}, now)
+	if len(p.setTarget) != 0 {
+		t.Fatalf("granted n00 and pending n01 keep their target: setTarget %v", p.setTarget)
+	}
+	for _, tc := range []struct {
+		state   v1alpha1.Step
+		release bool
+	}{{v1alpha1.StepDone, true}, {v1alpha1.StepYielded, true}, {v1alpha1.StepDegraded, true}, {v1alpha1.StepDraining, false}} {
+		nodes.finish(0, tc.state, "quay.io/os:1") // the grant's target, not the pool's
+		p, _ = plan(pool(intstr.FromInt32(1)), nodes.views(), nil, now)
+		if got := slices.Contains(p.release, "n00"); got != tc.release || slices.Contains(p.setTarget, "n00") {
+			t.Errorf("%s for the old target: release=%v (want %v), setTarget %v", tc.state, got, tc.release, p.setTarget)
+		}
+	}
+	nodes.finish(0, v1alpha1.StepDegraded, "quay.io/os:2") // Degraded on the pool's target: kept
+	if p, _ = plan(pool(intstr.FromInt32(1)), nodes.views(), nil, now); len(p.release) != 0 {
+		t.Errorf("Degraded on the pool's target: released %v", p.release)
+	}
+}
+
+func TestPlanControlPlaneCapAndZeroPercent(t *testing.T) {
+	nodes := healthy(3)
+	views := nodes.views()
+	views[0].controlPlane, views[1].controlPlane = true, true
+	p, _ := planPool(planInput{pool: pool(intstr.FromInt32(3)), nodes: views, now: now})
+	if fmt.Sprint(p.grant) != "[n00 n02]" {
+		t.Fatalf("two control-plane candidates: grant %v, want one of them and the worker", p.grant)
+	}
+	p, _ = planPool(planInput{pool: pool(intstr.FromInt32(3)), nodes: views, now: now, controlPlaneBusy: "cp-9 is unavailable"})
+	if fmt.Sprint(p.grant) != "[n02]" {
+		t.Fatalf("another control-plane node unavailable: grant %v, want the worker only", p.grant)
+	}
+	p, _ = planPool(planInput{pool: pool(intstr.FromInt32(3)), nodes: views[:2], now: now, controlPlaneBusy: "cp-9 is unavailable"})
+	if len(p.grant) != 0 || p.waiting != "cp-9 is unavailable" {
+		t.Fatalf("only control-plane candidates, one busy elsewhere: grant %v waiting %q", p.grant, p.waiting)
+	}
+	p, _ = plan(pool(intstr.FromString("0%")), healthy(3).views(), nil, now)
+	if len(p.grant) != 0 || !strings.Contains(p.waiting, "resolves to 0") {
+		t.Fatalf("0%%: grant %v waiting %q", p.grant, p.waiting)
+	}
+}

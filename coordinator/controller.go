@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -13,9 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
@@ -49,6 +48,18 @@ type Options struct {
 	// (empty: all). Two coordinators must never share a pool; this lets
 	// tests run one coordinator per scenario on one cluster.
 	PoolLabelSelector string
+	// ExpectationTimeout bounds how long a grant written but never seen in
+	// the node cache counts without asking the API again; then a GET
+	// decides (expect.go). Default 30 s.
+	ExpectationTimeout time.Duration
+	// Health, when set, receives the state /readyz and /healthz report.
+	Health *Health
+
+	// betweenReads and planned are test hooks (export_test.go): one runs
+	// in each reconcile between the copy of the expectations and the
+	// listing of the nodes, the other gets each plan's unavailable nodes.
+	betweenReads func()
+	planned      func(pool string, unavailable map[string]string)
 }
 
 // statusInterval bounds how often a pool's status is written.
@@ -62,14 +73,22 @@ type Controller struct {
 	leases  cache.SharedIndexInformer
 	pools   cache.SharedIndexInformer
 	mu      sync.Mutex
-	pending map[string]string // node → grant written, not yet in the cache
-	grantN  int
-	events  record.EventRecorder
+	pending map[string]expectation // node → grant written, not yet in the cache
+	// failures back off the nodes whose writes fail.
+	failures map[string]failure
+	grantN   int
+	events   record.EventRecorder
 	// statusWritten is when each pool's status was last written.
 	statusWritten map[string]time.Time
 	// guardGrownAt is when a rate-limited zone last gained a permit.
 	guardGrownAt time.Time
 	stopEvents   func()
+}
+
+// failure counts a node's consecutive failed writes.
+type failure struct {
+	count int
+	until time.Time
 }
 
 // New builds a controller; Run starts it.
@@ -88,6 +107,9 @@ func New(opts Options) *Controller {
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics(nil)
+	}
+	if opts.ExpectationTimeout == 0 {
+		opts.ExpectationTimeout = 30 * time.Second
 	}
 	// Plain informers rather than client-go's informer factory, whose
 	// ForResource links the informers and listers of every API group.
@@ -116,7 +138,8 @@ func New(opts Options) *Controller {
 		nodes:         nodes,
 		leases:        leases,
 		pools:         pools,
-		pending:       map[string]string{},
+		pending:       map[string]expectation{},
+		failures:      map[string]failure{},
 		statusWritten: map[string]time.Time{},
 	}
 	broadcaster := record.NewBroadcaster()
@@ -139,13 +162,13 @@ func New(opts Options) *Controller {
 	return c
 }
 
-// onNode drops the expectation a node event satisfies and re-plans the
+// onNode checks the expectation a node event may satisfy and re-plans the
 // pools. Every pool is enqueued: the queue folds duplicates, and a pool's
-// plan is linear in its nodes, so an event costs O(pools + nodes of the
-// pools), never O(N²).
+// plan is linear in the nodes, so an event costs O(pools + nodes), never
+// O(N²).
 func (c *Controller) onNode(obj any) {
-	if node, ok := obj.(*corev1.Node); ok {
-		c.forgetExpectation(node)
+	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+		c.observe(key)
 	}
 	c.enqueuePools()
 }
@@ -157,18 +180,10 @@ func (c *Controller) onNodeUpdate(oldObj, newObj any) {
 	oldNode, ok1 := oldObj.(*corev1.Node)
 	newNode, ok2 := newObj.(*corev1.Node)
 	if ok1 && ok2 && !planRelevantChange(oldNode, newNode) {
-		c.forgetExpectation(newNode)
+		c.observe(newNode.Name)
 		return
 	}
 	c.onNode(newObj)
-}
-
-func (c *Controller) forgetExpectation(node *corev1.Node) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if g, ok := c.pending[node.Name]; ok && node.Annotations[v1alpha1.AnnotationGrant] == g {
-		delete(c.pending, node.Name)
-	}
 }
 
 func (c *Controller) enqueuePools() {
@@ -180,6 +195,9 @@ func (c *Controller) enqueuePools() {
 // Run syncs the caches from a fresh list (so a new leader sees every grant
 // its predecessor wrote), then reconciles until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
+	health := c.opts.Health
+	health.runStarted(c.opts.Resync)
+	defer health.runStopped()
 	defer c.queue.ShutDown()
 	defer c.stopEvents()
 	go c.nodes.RunWithContext(ctx)
@@ -188,30 +206,37 @@ func (c *Controller) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), c.nodes.HasSynced, c.leases.HasSynced, c.pools.HasSynced) {
 		return fmt.Errorf("sync caches: %w", ctx.Err())
 	}
+	health.cachesSynced()
 	c.opts.Log.Info("coordinator caches synced", "nodes", len(c.nodes.GetStore().ListKeys()),
 		"pools", len(c.pools.GetStore().ListKeys()))
-	go func() {
-		t := time.NewTicker(c.opts.Resync)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				c.enqueuePools()
-				if !c.opts.DisableGuard {
-					if err := c.publishGuard(ctx, c.opts.Now()); err != nil {
-						c.opts.Log.Error("publish disruption guard", "err", err)
-					}
-				}
-			}
-		}
-	}()
+	go c.resyncLoop(ctx)
 	c.enqueuePools()
 	go func() { <-ctx.Done(); c.queue.ShutDown() }()
 	for c.processNext(ctx) {
 	}
 	return nil
+}
+
+// resyncLoop re-plans every pool and publishes the guard every Resync.
+func (c *Controller) resyncLoop(ctx context.Context) {
+	t := time.NewTicker(c.opts.Resync)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.opts.Health.tick()
+		c.enqueuePools()
+		if !c.opts.DisableGuard {
+			gctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
+			if err := c.publishGuard(gctx, c.opts.Now()); err != nil {
+				c.opts.Log.Error("publish disruption guard", "err", err)
+			}
+			cancel()
+		}
+	}
 }
 
 func (c *Controller) processNext(ctx context.Context) bool {
@@ -220,13 +245,34 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
-	if err := c.reconcile(ctx, key); err != nil {
-		c.opts.Log.Error("reconcile pool", "pool", key, "err", err)
+	c.opts.Health.busy(true)
+	defer c.opts.Health.busy(false)
+	rctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
+	defer cancel()
+	if err := c.reconcile(rctx, key); err != nil {
+		level := slog.LevelError
+		if onlyStale(err) {
+			level = slog.LevelDebug // the node's event re-plans the pool
+		}
+		c.opts.Log.Log(ctx, level, "reconcile pool", "pool", key, "err", err)
 		c.queue.AddRateLimited(key)
 		return true
 	}
 	c.queue.Forget(key)
 	return true
+}
+
+// onlyStale reports whether err consists of errStale errors only.
+func onlyStale(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !onlyStale(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return errors.Is(err, errStale)
 }
 
 func (c *Controller) pool(key string) (*v1alpha1.UpdatePool, error) {
@@ -259,97 +305,56 @@ func (c *Controller) leaseOK(node string, now time.Time) bool {
 	return now.Before(spec.RenewTime.Add(d))
 }
 
-// poolNodes selects the pool's nodes and reports nodes that another pool
-// selects too; those are never granted.
-func (c *Controller) poolNodes(pool *v1alpha1.UpdatePool) ([]*corev1.Node, []string, error) {
-	sel, err := metav1.LabelSelectorAsSelector(pool.Spec.NodeSelector)
-	if err != nil {
-		return nil, nil, fmt.Errorf("pool %s nodeSelector: %w", pool.Name, err)
-	}
-	var others []labels.Selector
-	for _, key := range c.pools.GetStore().ListKeys() {
-		if key == pool.Name {
-			continue
-		}
-		other, err := c.pool(key)
-		if err != nil || other == nil {
-			continue
-		}
-		if s, err := metav1.LabelSelectorAsSelector(other.Spec.NodeSelector); err == nil {
-			others = append(others, s)
-		}
-	}
-	var nodes []*corev1.Node
-	var overlapping []string
-	for _, obj := range c.nodes.GetStore().List() {
-		n := obj.(*corev1.Node)
-		set := labels.Set(n.Labels)
-		if !sel.Matches(set) {
-			continue
-		}
-		shared := false
-		for _, o := range others {
-			if o.Matches(set) {
-				shared = true
-				break
-			}
-		}
-		if shared {
-			overlapping = append(overlapping, n.Name)
-			continue
-		}
-		nodes = append(nodes, n)
-	}
-	return nodes, overlapping, nil
-}
-
 func (c *Controller) reconcile(ctx context.Context, key string) error {
 	pool, err := c.pool(key)
 	if err != nil || pool == nil {
 		return err
 	}
 	now := c.opts.Now()
-	nodes, overlapping, err := c.poolNodes(pool)
+	c.expire(ctx, now)
+	// The expectations FIRST, then the nodes: a node event in between
+	// leaves the new grant in the copy or in the list, never in neither.
+	pending := c.pendingNodes()
+	if c.opts.betweenReads != nil {
+		c.opts.betweenReads()
+	}
+	in, silent, err := c.input(pool, pending, now)
 	if err != nil {
 		return err
 	}
-	views := make([]nodeView, 0, len(nodes))
-	var silent []*corev1.Node
-	for _, n := range nodes {
-		ok := c.leaseOK(n.Name, now)
-		if !ok {
-			silent = append(silent, n)
-		}
-		views = append(views, viewNode(n, ok, pool.Spec.OSImage))
-	}
-	c.mu.Lock()
-	pending := make(map[string]bool, len(c.pending))
-	for n := range c.pending {
-		pending[n] = true
-	}
-	c.mu.Unlock()
-	plan, err := planPool(pool, views, pending, now)
+	plan, err := planPool(in)
 	if err != nil {
 		return fmt.Errorf("plan pool %s: %w", pool.Name, err)
 	}
+	if c.opts.planned != nil {
+		c.opts.planned(pool.Name, plan.unavailable)
+	}
+	var errs []error
 	for _, n := range silent {
 		marked, err := markHealthUnknown(ctx, c.opts.Client, n, now)
 		if err != nil {
-			return err
+			errs = append(errs, err)
+			continue
 		}
 		if marked {
 			c.events.Event(nodeRef(n.Name), corev1.EventTypeWarning, "AgentSilent",
 				"nodeward agent stopped renewing its liveness Lease; its health conditions are now Unknown and the node is not granted")
 		}
 	}
-	if err := c.apply(ctx, pool, plan, now); err != nil {
-		return err
-	}
+	errs = append(errs, c.apply(ctx, pool, plan, in))
 	c.opts.Metrics.observe(pool.Name, plan)
-	// Status is written at most once per statusInterval per pool: it
-	// changes with every grant, and writing it on the path from a freed
-	// slot to the next grant would delay the grant. A later reconcile
-	// (queued below) writes what is pending.
+	if d := c.nextRetry(now); d > 0 {
+		c.queue.AddAfter(key, d)
+	}
+	errs = append(errs, c.maybeWriteStatus(ctx, key, pool, plan, now))
+	return errors.Join(errs...)
+}
+
+// maybeWriteStatus writes the pool's status at most once per
+// statusInterval: it changes with every grant, and writing it on the path
+// from a freed slot to the next grant would delay the grant. A later
+// reconcile (queued here) writes what is pending.
+func (c *Controller) maybeWriteStatus(ctx context.Context, key string, pool *v1alpha1.UpdatePool, plan *poolPlan, now time.Time) error {
 	c.mu.Lock()
 	wait := c.statusWritten[key].Add(statusInterval).Sub(now)
 	c.mu.Unlock()
@@ -357,102 +362,13 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		c.queue.AddAfter(key, wait)
 		return nil
 	}
-	written, err := c.writeStatus(ctx, pool, plan, len(views), overlapping)
+	written, err := c.writeStatus(ctx, pool, plan)
 	if written {
 		c.mu.Lock()
 		c.statusWritten[key] = now
 		c.mu.Unlock()
 	}
 	return err
-}
-
-func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan *poolPlan, now time.Time) error {
-	poolRef := &corev1.ObjectReference{APIVersion: v1alpha1.GroupName + "/" + v1alpha1.Version, Kind: "UpdatePool",
-		Name: pool.Name, UID: pool.UID}
-	coordinatorKeys := func() map[string]*string {
-		m := map[string]*string{v1alpha1.AnnotationTarget: &plan.target}
-		if d := pool.Spec.Drain; d != nil {
-			if d.Timeout != "" {
-				m[v1alpha1.AnnotationDrainTimeout] = &d.Timeout
-			}
-			yield, force := fmt.Sprint(d.OnTimeout == "Yield"), fmt.Sprint(d.OnTimeout == "Force")
-			m[v1alpha1.AnnotationYieldOnDrainTimeout] = &yield
-			m[v1alpha1.AnnotationForceOnDrainTimeout] = &force
-		}
-		return m
-	}
-	for _, n := range plan.setTarget {
-		if err := patchNodeAnnotations(ctx, c.opts.Client, n, coordinatorKeys()); err != nil {
-			return err
-		}
-	}
-	// Grants go out before the releases of the same plan: a node whose agent
-	// reported Done for its grant is back in service (uncordoned, healthy),
-	// so its slot is already free; removing its grant annotation is
-	// bookkeeping that need not delay the next node.
-	for _, n := range plan.grant {
-		c.mu.Lock()
-		c.grantN++
-		grant := fmt.Sprintf("%s-%d-%d", ConfigName(pool.Spec), now.Unix(), c.grantN)
-		c.pending[n] = grant
-		c.mu.Unlock()
-		set := coordinatorKeys()
-		set[v1alpha1.AnnotationGrant] = &grant
-		set[v1alpha1.AnnotationGrantTarget] = &plan.target
-		set[v1alpha1.AnnotationYieldedAt] = nil
-		// The pool's lifecycle hooks are stamped with the grant, when the
-		// node's update starts; each hook's owner removes its own.
-		if hooks := pool.Spec.LifecycleHooks; hooks != nil {
-			for _, h := range hooks.PreDrain {
-				set[v1alpha1.PreDrainHookPrefix+h.Name] = &h.Owner
-			}
-			for _, h := range hooks.PreReboot {
-				set[v1alpha1.PreRebootHookPrefix+h.Name] = &h.Owner
-			}
-		}
-		if err := patchNodeAnnotations(ctx, c.opts.Client, n, set); err != nil {
-			// The grant may or may not have landed: keep the expectation
-			// until the cache shows the node, erring on the safe side.
-			return err
-		}
-		c.opts.Metrics.grants.WithLabelValues(pool.Name).Inc()
-		c.opts.Log.Info("slot granted", "pool", pool.Name, "node", n, "grant", grant)
-		c.events.Eventf(nodeRef(n), corev1.EventTypeNormal, "SlotGranted", "update slot %s of pool %s granted", grant, pool.Name)
-		c.events.Eventf(poolRef, corev1.EventTypeNormal, "SlotGranted", "%s granted (%s)", n, grant)
-	}
-	yielded := map[string]bool{}
-	for _, n := range plan.yielded {
-		yielded[n] = true
-	}
-	for _, n := range plan.release {
-		set := map[string]*string{v1alpha1.AnnotationGrant: nil, v1alpha1.AnnotationGrantTarget: nil}
-		if yielded[n] {
-			at := now.UTC().Format(time.RFC3339)
-			set[v1alpha1.AnnotationYieldedAt] = &at
-		}
-		if err := patchNodeAnnotations(ctx, c.opts.Client, n, set); err != nil {
-			return err
-		}
-		c.opts.Log.Info("slot released", "pool", pool.Name, "node", n, "yielded", yielded[n])
-		reason, msg := "SlotReleased", "update finished; slot of pool "+pool.Name+" released"
-		if yielded[n] {
-			reason, msg = "SlotYielded", "drain blocked past its timeout; slot of pool "+pool.Name+" given back, node queued last"
-		}
-		c.events.Event(nodeRef(n), corev1.EventTypeNormal, reason, msg)
-		c.events.Event(poolRef, corev1.EventTypeNormal, reason, n+": "+msg)
-	}
-	return nil
-}
-
-func patchNodeAnnotations(ctx context.Context, client *kube.Client, node string, set map[string]*string) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": set}})
-	if err != nil {
-		return fmt.Errorf("encode annotations for node %s: %w", node, err)
-	}
-	if _, err := client.Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("patch annotations of node %s: %w", node, err)
-	}
-	return nil
 }
 
 // markHealthUnknown sets the nodeward health conditions of a node whose
@@ -481,10 +397,4 @@ func markHealthUnknown(ctx context.Context, client *kube.Client, node *corev1.No
 		return false, fmt.Errorf("mark health Unknown on silent node %s: %w", node.Name, err)
 	}
 	return true, nil
-}
-
-// nodeRef references a Node for Events; Node events live in "default"
-// as the kubelet's do.
-func nodeRef(name string) *corev1.ObjectReference {
-	return &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: name, UID: types.UID(name)}
 }

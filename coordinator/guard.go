@@ -78,7 +78,7 @@ func computeGuard(nodes []*corev1.Node, previous map[string]string, grow bool) g
 			zc.bad++
 			unhealthyIn[zone] = append(unhealthyIn[zone], n.Name)
 		}
-		if _, cp := n.Labels[controlPlaneRoleLabel]; cp {
+		if isControlPlane(n) {
 			if hasNodewardNoExecute(n) && (cpHolder == "" || n.Name < cpHolder) {
 				cpHolder = n.Name
 			}

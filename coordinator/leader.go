@@ -34,7 +34,7 @@ type LeaderOptions struct {
 // wrote before it grants anything. It returns when leadership is lost (nil)
 // or ctx ends (ctx's error).
 func RunWithLeaderElection(ctx context.Context, opts Options, le LeaderOptions) error {
-	return RunLeading(ctx, opts.Client, le, opts.Log, func(ctx context.Context) {
+	return runLeading(ctx, opts.Client, le, opts.Log, opts.Health, func(ctx context.Context) {
 		if err := New(opts).Run(ctx); err != nil && opts.Log != nil {
 			opts.Log.Error("coordinator stopped", "err", err)
 		}
@@ -57,6 +57,12 @@ func RunWithLeaderElection(ctx context.Context, opts Options, le LeaderOptions) 
 // take over; and a leader that shuts down releases the Lease, after lead
 // has returned.
 func RunLeading(ctx context.Context, client *kube.Client, le LeaderOptions, log *slog.Logger, lead func(context.Context)) error {
+	return runLeading(ctx, client, le, log, nil, lead)
+}
+
+// runLeading is RunLeading reporting to health (nil: nowhere).
+func runLeading(ctx context.Context, client *kube.Client, le LeaderOptions, log *slog.Logger, health *Health,
+	lead func(context.Context)) error {
 	if le.LeaseDuration == 0 {
 		le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = 15*time.Second, 10*time.Second, 2*time.Second
 	}
@@ -67,7 +73,9 @@ func RunLeading(ctx context.Context, client *kube.Client, le LeaderOptions, log 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &elector{opts: le, leases: client.Leases(le.Namespace)}
+	e := &elector{opts: le, leases: client.Leases(le.Namespace), health: health}
+	health.electionStarted(le.LeaseDuration)
+	defer health.electionStopped()
 	if !e.acquire(ctx) {
 		return ctx.Err()
 	}
@@ -104,6 +112,7 @@ type elector struct {
 	// this replica saw it change: expiry is judged on the local clock.
 	observed   *coordinationv1.Lease
 	observedAt time.Time
+	health     *Health
 }
 
 // acquire tries every RetryPeriod until this replica holds the Lease or
@@ -154,6 +163,7 @@ func (e *elector) renew(ctx context.Context, stop <-chan struct{}) bool {
 // tryAcquireOrRenew creates, takes over or renews the Lease; false when
 // someone else holds it or the write lost a race.
 func (e *elector) tryAcquireOrRenew(ctx context.Context) bool {
+	defer e.health.electionAttempted()
 	now := metav1.NewMicroTime(time.Now())
 	spec := coordinationv1.LeaseSpec{
 		HolderIdentity:       ptr.To(e.opts.Identity),

@@ -12,48 +12,98 @@ import (
 // zoneLabel is the well-known failure-domain label.
 const zoneLabel = "topology.kubernetes.io/zone"
 
+// controlPlaneRoleLabels mark control-plane nodes; the older "master" role
+// counts too.
+var controlPlaneRoleLabels = []string{"node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"}
+
+// isControlPlane reports whether node carries a control-plane role label.
+func isControlPlane(node *corev1.Node) bool {
+	for _, l := range controlPlaneRoleLabels {
+		if _, ok := node.Labels[l]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // nodeView is what the coordinator needs to know about one node, derived
 // from the Node object and the agent's liveness Lease.
 type nodeView struct {
-	name      string
-	zone      string
-	created   time.Time
-	held      bool
-	leaseOK   bool // the agent's Lease is present and unexpired
-	grant     string
-	state     v1alpha1.Step
-	stateTgt  string
-	stateGrnt string
-	staged    string
-	target    string
-	yieldedAt time.Time
-	reason    string
+	name         string
+	rv           string // the Node's resourceVersion: writes are conditional on it
+	zone         string
+	controlPlane bool
+	created      time.Time
+	held         bool
+	leaseOK      bool // the agent's Lease is present and unexpired
+	grant        string
+	// grantTarget is the target the grant is for: the grant-target
+	// annotation, or for a grant written before it existed the target
+	// annotation, which never changes while a grant is held.
+	grantTarget string
+	grantPool   string // the grant-pool annotation
+	state       v1alpha1.Step
+	stateTgt    string
+	stateGrnt   string
+	staged      string
+	target      string
+	yieldedAt   time.Time
+	reason      string
 	// down and why are v1alpha1.Unavailable's verdict for the pool's target.
 	down bool
 	why  string
+	// downFree and whyFree are the same verdict for the node without its
+	// grant annotation: how a finished grant's node counts.
+	downFree bool
+	whyFree  string
+
+	// Set per pool by the snapshot (Controller.input).
+	selected bool   // the pool's selector matches the node
+	shared   bool   // another pool's selector matches it too: never granted
+	owner    string // the pool that releases its grant; "" when unknown
 }
 
 func viewNode(node *corev1.Node, leaseOK bool, target string) nodeView {
 	a := node.Annotations
 	v := nodeView{
-		name:      node.Name,
-		zone:      node.Labels[zoneLabel],
-		created:   node.CreationTimestamp.Time,
-		leaseOK:   leaseOK,
-		grant:     a[v1alpha1.AnnotationGrant],
-		state:     v1alpha1.Step(a[v1alpha1.AnnotationState]),
-		stateTgt:  a[v1alpha1.AnnotationStateTarget],
-		stateGrnt: a[v1alpha1.AnnotationStateGrant],
-		staged:    a[v1alpha1.AnnotationStaged],
-		target:    a[v1alpha1.AnnotationTarget],
-		reason:    a[v1alpha1.AnnotationReason],
+		name:         node.Name,
+		rv:           node.ResourceVersion,
+		zone:         node.Labels[zoneLabel],
+		controlPlane: isControlPlane(node),
+		created:      node.CreationTimestamp.Time,
+		leaseOK:      leaseOK,
+		grant:        a[v1alpha1.AnnotationGrant],
+		grantTarget:  a[v1alpha1.AnnotationGrantTarget],
+		grantPool:    a[v1alpha1.AnnotationGrantPool],
+		state:        v1alpha1.Step(a[v1alpha1.AnnotationState]),
+		stateTgt:     a[v1alpha1.AnnotationStateTarget],
+		stateGrnt:    a[v1alpha1.AnnotationStateGrant],
+		staged:       a[v1alpha1.AnnotationStaged],
+		target:       a[v1alpha1.AnnotationTarget],
+		reason:       a[v1alpha1.AnnotationReason],
+	}
+	if v.grantTarget == "" {
+		v.grantTarget = v.target
 	}
 	_, v.held = a[v1alpha1.AnnotationHold]
 	if t, err := time.Parse(time.RFC3339, a[v1alpha1.AnnotationYieldedAt]); err == nil {
 		v.yieldedAt = t
 	}
-	v.down, v.why = v1alpha1.Unavailable(node, v1alpha1.NodeAvailability{Target: target, AgentAlive: leaseOK})
+	avail := v1alpha1.NodeAvailability{Target: target, AgentAlive: leaseOK}
+	v.down, v.why = v1alpha1.Unavailable(node, avail)
+	v.downFree, v.whyFree = v.down, v.why
+	if v.granted() {
+		v.downFree, v.whyFree = v1alpha1.Unavailable(withoutGrant(node), avail)
+	}
 	return v
+}
+
+// withoutGrant is a shallow copy of node without its grant annotation.
+func withoutGrant(node *corev1.Node) *corev1.Node {
+	cp := *node
+	cp.Annotations = maps.Clone(node.Annotations)
+	delete(cp.Annotations, v1alpha1.AnnotationGrant)
+	return &cp
 }
 
 // granted reports whether the node holds a slot.
@@ -69,14 +119,36 @@ func (v nodeView) degraded(target string) bool {
 	return v.stateTgt == target && v.state == v1alpha1.StepDegraded
 }
 
-// unavailable is the pool's disruption count (v1alpha1.Unavailable).
-func (v nodeView) unavailable() (bool, string) { return v.down, v.why }
+// finished reports whether the agent reported Done or Yielded for the
+// grant the node holds: its update is over, the grant is only bookkeeping.
+func (v nodeView) finished() bool {
+	return v.granted() && v.stateGrnt == v.grant && (v.state == v1alpha1.StepDone || v.state == v1alpha1.StepYielded)
+}
+
+// unavailable is the pool's disruption count (v1alpha1.Unavailable). A
+// node whose grant is finished counts as it would without the grant: Done
+// means back in service only if the node really serves again (Ready, not
+// cordoned, no condition that blocks serving, agent alive).
+func (v nodeView) unavailable() (bool, string) {
+	if v.finished() {
+		if v.downFree {
+			return true, "finished its update but " + v.whyFree
+		}
+		return false, ""
+	}
+	return v.down, v.why
+}
+
+// managed reports whether the pool may write to the node: it selects the
+// node and no other pool does.
+func (v nodeView) managed() bool { return v.selected && !v.shared }
 
 // coordinatorAnnotations are written by the coordinator itself; a change to
 // them alone never calls for a new plan.
 func isCoordinatorAnnotation(key string) bool {
 	switch key {
-	case v1alpha1.AnnotationTarget, v1alpha1.AnnotationGrant, v1alpha1.AnnotationGrantTarget, v1alpha1.AnnotationYieldedAt,
+	case v1alpha1.AnnotationTarget, v1alpha1.AnnotationGrant, v1alpha1.AnnotationYieldedAt,
+		v1alpha1.AnnotationGrantTarget, v1alpha1.AnnotationGrantPool,
 		v1alpha1.AnnotationDrainTimeout, v1alpha1.AnnotationYieldOnDrainTimeout, v1alpha1.AnnotationForceOnDrainTimeout:
 		return true
 	}

@@ -27,8 +27,8 @@ func ConfigName(spec v1alpha1.UpdatePoolSpec) string {
 }
 
 // MaxUnavailable resolves the pool's budget over n nodes: an integer as is,
-// a percentage rounded down but at least 1, and never above 1 for the
-// control-plane pool.
+// a percentage rounded down but at least 1 ("0%" is 0: no grants), and
+// never above 1 for the control-plane pool.
 func MaxUnavailable(spec v1alpha1.UpdatePoolSpec, n int) (int, error) {
 	limit := 1
 	if mu := spec.MaxUnavailable; mu != nil {
@@ -44,7 +44,10 @@ func MaxUnavailable(spec v1alpha1.UpdatePoolSpec, n int) (int, error) {
 			if _, err := fmt.Sscanf(pct, "%d", &p); !ok || err != nil || p < 0 || p > 100 {
 				return 0, fmt.Errorf("maxUnavailable %q: want an integer or a percentage from 0%% to 100%%", mu.StrVal)
 			}
-			limit = max(1, int(math.Floor(float64(n)*float64(p)/100)))
+			limit = 0
+			if p > 0 {
+				limit = max(1, int(math.Floor(float64(n)*float64(p)/100)))
+			}
 		}
 	}
 	if spec.ControlPlane {
@@ -53,60 +56,93 @@ func MaxUnavailable(spec v1alpha1.UpdatePoolSpec, n int) (int, error) {
 	return limit, nil
 }
 
+// planInput is what one reconcile of a pool plans from.
+type planInput struct {
+	pool *v1alpha1.UpdatePool
+	// nodes are the nodes the pool selects, including those another pool
+	// selects too (shared: counted, never granted), and the nodes holding a
+	// grant the pool issued that it no longer selects (counted until
+	// released).
+	nodes []nodeView
+	// pending holds grants written but not yet seen in the cache
+	// (expectations): they count as unavailable, so a stale cache can never
+	// push the pool past its budget.
+	pending map[string]bool
+	// backoff holds nodes whose writes keep failing: not granted for now.
+	backoff map[string]bool
+	// controlPlaneBusy says why no control-plane node may be granted: one
+	// is unavailable already, cluster-wide. Empty when none is.
+	controlPlaneBusy string
+	now              time.Time
+}
+
 // poolPlan is what one reconcile of a pool decides.
 type poolPlan struct {
 	target      string
 	limit       int
+	machines    int               // nodes the pool alone selects
 	unavailable map[string]string // node → why
 	grant       []string          // nodes to grant, in order
 	release     []string          // nodes whose slot is given back
 	yielded     []string          // released because the agent yielded
 	setTarget   []string          // nodes whose target annotation is stale
+	overlapping []string          // nodes another pool selects too
 	updated     int
 	ready       int
 	degraded    []string
 	waiting     string // why no grant was made although nodes need one
 }
 
-// planPool decides grants and releases for one pool. pending holds grants
-// written but not yet seen in the cache (expectations): they count as
-// unavailable, so a stale cache can never push the pool past its budget.
-func planPool(pool *v1alpha1.UpdatePool, nodes []nodeView, pending map[string]bool, now time.Time) (*poolPlan, error) {
-	target := pool.Spec.OSImage
-	limit, err := MaxUnavailable(pool.Spec, len(nodes))
+// planPool decides grants, releases and target writes for one pool.
+func planPool(in planInput) (*poolPlan, error) {
+	spec := in.pool.Spec
+	target := spec.OSImage
+	p := &poolPlan{target: target, unavailable: map[string]string{}}
+	for _, n := range in.nodes {
+		if n.managed() {
+			p.machines++
+		}
+	}
+	limit, err := MaxUnavailable(spec, p.machines)
 	if err != nil {
 		return nil, err
 	}
-	p := &poolPlan{target: target, limit: limit, unavailable: map[string]string{}}
+	p.limit = limit
 	busyZones := map[string]bool{}
-	var candidates []nodeView
-	staging := 0 // nodes that need the update but have not staged it yet
-	p.setTarget = targetsToSet(nodes, target, pool.Spec.MaxStaging)
-	for _, n := range nodes {
-		if n.granted() && n.stateGrnt == n.grant && n.stateTgt == target &&
-			(n.state == v1alpha1.StepDone || n.state == v1alpha1.StepYielded) {
+	var candidates, managed []nodeView
+	frozen := map[string]bool{} // granted, being granted or released: target stays
+	staging := 0                // nodes that need the update but have not staged it yet
+	for _, n := range in.nodes {
+		if n.selected && n.shared {
+			p.overlapping = append(p.overlapping, n.name)
+		}
+		if n.granted() || in.pending[n.name] {
+			frozen[n.name] = true
+		}
+		if release, yielded := releasable(n, in.pool.Name, target); release && !in.pending[n.name] {
 			p.release = append(p.release, n.name)
-			if n.state == v1alpha1.StepYielded {
+			if yielded {
 				p.yielded = append(p.yielded, n.name)
 			}
-			continue // released now; counted available from the next event
 		}
+		down, why := countAs(n, in.pending)
+		if down {
+			p.unavailable[n.name] = why
+			if in.pending[n.name] || (n.granted() && !n.finished()) {
+				busyZones[n.zone] = true
+			}
+		}
+		if !n.managed() {
+			continue // counted only
+		}
+		managed = append(managed, n)
 		if n.updated(target) {
 			p.updated++
 		}
 		if n.degraded(target) {
 			p.degraded = append(p.degraded, n.name)
 		}
-		if pending[n.name] {
-			p.unavailable[n.name] = "updating (grant not yet observed)"
-			busyZones[n.zone] = true
-			continue
-		}
-		if down, why := n.unavailable(); down {
-			p.unavailable[n.name] = why
-			if n.granted() {
-				busyZones[n.zone] = true
-			}
+		if down {
 			continue
 		}
 		p.ready++
@@ -114,44 +150,96 @@ func planPool(pool *v1alpha1.UpdatePool, nodes []nodeView, pending map[string]bo
 		// happens outside the slot, and the staging budget holds. A node
 		// that cannot stage would not get further with a slot either; its
 		// agent reports why.
-		if !n.updated(target) && !n.held && target != "" {
-			if n.target == target && n.staged == target {
-				candidates = append(candidates, n)
-			} else {
+		if !n.granted() && !n.updated(target) && !n.held && target != "" {
+			switch {
+			case n.target == target && n.staged == target:
+				if !in.backoff[n.name] {
+					candidates = append(candidates, n)
+				}
+			default:
 				staging++
 			}
 		}
 	}
-	if target == "" || len(candidates) == 0 {
-		if staging > 0 && len(p.unavailable) < limit {
-			p.waiting = fmt.Sprintf("%d nodes still staging the target", staging)
-		}
-		return p, nil
-	}
-	switch open, err := inWindow(pool.Spec.MaintenanceWindows, now); {
-	case err != nil:
-		return nil, err
-	case pool.Spec.Paused:
-		p.waiting = "pool is paused"
-		return p, nil
-	case !open:
-		p.waiting = "outside every maintenance window"
-		return p, nil
-	}
-	free := limit - len(p.unavailable)
-	if free <= 0 {
-		p.waiting = fmt.Sprintf("%d of at most %d nodes unavailable", len(p.unavailable), limit)
-		return p, nil
-	}
-	p.grant = pickGrants(candidates, busyZones, free)
-	return p, nil
+	p.setTarget = targetsToSet(managed, frozen, target, spec.MaxStaging)
+	p.grant, p.waiting, err = decideGrants(in, p, candidates, busyZones, staging)
+	return p, err
 }
 
-// targetsToSet returns the nodes whose target annotation is stale, at most
-// as many as the staging budget leaves: maxStaging minus the nodes still
-// downloading the target (live agent, not yet staged, not done or
-// degraded). nil maxStaging is no budget.
-func targetsToSet(nodes []nodeView, target string, maxStaging *int32) []string {
+// countAs is how node counts against the budget: a grant written but not
+// yet observed counts; otherwise v1alpha1.Unavailable, with a finished
+// grant ignored (nodeView.unavailable).
+func countAs(n nodeView, pending map[string]bool) (bool, string) {
+	if pending[n.name] {
+		return true, "updating (grant not yet observed)"
+	}
+	return n.unavailable()
+}
+
+// releasable decides whether pool releases node's grant now, and whether
+// because the agent yielded (docs/protocol.md, "A slot's life"): the pool
+// that issued the grant (or, when that is unknown, any pool selecting the
+// node) releases it once the agent reports Done or Yielded for it, whatever
+// target the report names; the issuing pool releases a Degraded grant once
+// its target is no longer the one the grant was for.
+func releasable(n nodeView, pool, target string) (release, yielded bool) {
+	if !n.granted() || n.stateGrnt != n.grant {
+		return false, false
+	}
+	owner := n.owner == pool
+	switch n.state {
+	case v1alpha1.StepDone:
+		return owner || n.owner == "", false
+	case v1alpha1.StepYielded:
+		return owner || n.owner == "", true
+	case v1alpha1.StepDegraded:
+		return owner && n.grantTarget != target, false
+	}
+	return false, false
+}
+
+// decideGrants picks the nodes to grant, or says why none.
+func decideGrants(in planInput, p *poolPlan, candidates []nodeView, busyZones map[string]bool, staging int) ([]string, string, error) {
+	spec := in.pool.Spec
+	if p.target == "" || len(candidates) == 0 {
+		if staging > 0 && len(p.unavailable) < p.limit {
+			return nil, fmt.Sprintf("%d nodes still staging the target", staging), nil
+		}
+		return nil, "", nil
+	}
+	switch open, err := inWindow(spec.MaintenanceWindows, in.now); {
+	case err != nil:
+		return nil, "", err
+	case spec.Paused:
+		return nil, "pool is paused", nil
+	case !open:
+		return nil, "outside every maintenance window", nil
+	case p.limit == 0:
+		return nil, "maxUnavailable " + spec.MaxUnavailable.String() + " resolves to 0: no node is granted", nil
+	}
+	free := p.limit - len(p.unavailable)
+	if free <= 0 {
+		return nil, fmt.Sprintf("%d of at most %d nodes unavailable", len(p.unavailable), p.limit), nil
+	}
+	// One control-plane node at a time, cluster-wide, whatever pools
+	// select them: none while another is unavailable, at most one here.
+	controlPlane := 1
+	if in.controlPlaneBusy != "" {
+		controlPlane = 0
+	}
+	grant := pickGrants(candidates, busyZones, free, controlPlane)
+	if len(grant) == 0 && controlPlane == 0 {
+		return nil, in.controlPlaneBusy, nil
+	}
+	return grant, "", nil
+}
+
+// targetsToSet returns the managed nodes whose target annotation is stale,
+// at most as many as the staging budget leaves: maxStaging minus the nodes
+// still downloading the target (live agent, not yet staged, not done or
+// degraded). nil maxStaging is no budget. A frozen node (granted, being
+// granted) keeps the target its grant is for until it is released.
+func targetsToSet(nodes []nodeView, frozen map[string]bool, target string, maxStaging *int32) []string {
 	if target == "" {
 		return nil
 	}
@@ -166,7 +254,7 @@ func targetsToSet(nodes []nodeView, target string, maxStaging *int32) []string {
 	}
 	var stale []nodeView
 	for _, n := range nodes {
-		if n.target != target {
+		if n.target != target && !frozen[n.name] {
 			stale = append(stale, n)
 		}
 	}
@@ -187,8 +275,18 @@ func targetsToSet(nodes []nodeView, target string, maxStaging *int32) []string {
 
 // pickGrants orders candidates (all of them staged) by queue position and
 // confines concurrent updates to one zone: the zone already updating, else
-// the first zone in name order that has a candidate.
-func pickGrants(candidates []nodeView, busyZones map[string]bool, free int) []string {
+// the first zone in name order that has a candidate. It picks at most
+// controlPlane control-plane nodes.
+func pickGrants(candidates []nodeView, busyZones map[string]bool, free, controlPlane int) []string {
+	if controlPlane == 0 {
+		var workers []nodeView
+		for _, c := range candidates {
+			if !c.controlPlane {
+				workers = append(workers, c)
+			}
+		}
+		candidates = workers
+	}
 	zone, found := "", false
 	if len(busyZones) > 0 {
 		zones := make([]string, 0, len(busyZones))
@@ -212,7 +310,16 @@ func pickGrants(candidates []nodeView, busyZones map[string]bool, free int) []st
 	}
 	sort.Slice(inZone, func(i, j int) bool { return queuedBefore(inZone[i], inZone[j]) })
 	out := make([]string, 0, min(free, len(inZone)))
-	for _, c := range inZone[:min(free, len(inZone))] {
+	for _, c := range inZone {
+		if len(out) == free {
+			break
+		}
+		if c.controlPlane {
+			if controlPlane == 0 {
+				continue
+			}
+			controlPlane--
+		}
 		out = append(out, c.name)
 	}
 	return out

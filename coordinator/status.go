@@ -17,7 +17,8 @@ import (
 
 // writeStatus publishes the pool's counts and conditions; it writes only
 // when something changed and reports whether it wrote.
-func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.UpdatePool, plan *poolPlan, machines int, overlapping []string) (bool, error) {
+func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.UpdatePool, plan *poolPlan) (bool, error) {
+	machines, overlapping := plan.machines, append([]string(nil), plan.overlapping...)
 	st := v1alpha1.UpdatePoolStatus{
 		ObservedGeneration:      pool.Generation,
 		ConfigName:              ConfigName(pool.Spec),
@@ -52,7 +53,7 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.UpdatePool,
 	}
 	if len(overlapping) > 0 {
 		sort.Strings(overlapping)
-		degradedMsg += "; nodes selected by another pool too (never granted): " + strings.Join(overlapping, ", ")
+		degradedMsg += "; nodes selected by another pool too (counted in each, never granted): " + strings.Join(overlapping, ", ")
 	}
 	bad := len(plan.degraded) > 0 || len(overlapping) > 0
 	set(v1alpha1.PoolDegraded, bad, map[bool]string{true: "NodesDegraded", false: "AsExpected"}[bad], degradedMsg)

@@ -13,10 +13,15 @@ const (
 	// AnnotationGrant is present while the node holds a slot; its value
 	// names the grant (coordinator).
 	AnnotationGrant = protocolPrefix + "grant"
-	// AnnotationGrantTarget is the target the grant was issued for; an
-	// agent refuses a grant issued for another target than the one it
-	// staged (coordinator).
+	// AnnotationGrantTarget is the target the grant was issued for,
+	// written with the grant and removed with it; an agent refuses a grant
+	// issued for another target than the one it is updating to
+	// (coordinator).
 	AnnotationGrantTarget = protocolPrefix + "grant-target"
+	// AnnotationGrantPool names the pool that issued the grant and that
+	// releases it, written with the grant and removed with it
+	// (coordinator).
+	AnnotationGrantPool = protocolPrefix + "grant-pool"
 	// AnnotationYieldOnDrainTimeout is "true" when a blocked drain gives the
 	// slot back (coordinator, from the pool's drain policy).
 	AnnotationYieldOnDrainTimeout = protocolPrefix + "yield-on-drain-timeout"

@@ -33,7 +33,8 @@ type UpdatePoolSpec struct {
 	// KernelArguments complete the target.
 	KernelArguments []string `json:"kernelArguments,omitempty"`
 	// MaxUnavailable is a count or a percentage of the pool's nodes
-	// (rounded down, at least 1). Default 1.
+	// (rounded down, at least 1; "0%" and 0 are 0: nothing is granted).
+	// Default 1.
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 	// MaxStaging bounds how many nodes of the pool download (pre-stage)
 	// the target at once, to spare the registry and the network; nil

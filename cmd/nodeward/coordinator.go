@@ -58,9 +58,10 @@ func newCoordinatorCommand() *cobra.Command {
 				return fmt.Errorf("create dynamic client: %w", err)
 			}
 			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+			health := coordinator.NewHealth(nil)
 			opts := coordinator.Options{Client: client, Dynamic: dyn, Log: log, Resync: resync,
-				Metrics: metrics, PoolLabelSelector: poolSelector}
-			if err := serveMetrics(metricsAddr, reg, log); err != nil {
+				Metrics: metrics, PoolLabelSelector: poolSelector, Health: health}
+			if err := serveMetrics(metricsAddr, reg, health, log); err != nil {
 				return err
 			}
 			ctx := cmd.Context()
@@ -93,7 +94,10 @@ func newCoordinatorCommand() *cobra.Command {
 	return cmd
 }
 
-func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) error {
+// serveMetrics serves /metrics, /readyz (a standby waiting for the Lease,
+// or a leader with synced caches) and /healthz (election attempts, the
+// resync ticker and reconciles make progress).
+func serveMetrics(addr string, reg *prometheus.Registry, health *coordinator.Health, log *slog.Logger) error {
 	if addr == "" {
 		return nil
 	}
@@ -103,8 +107,8 @@ func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) error
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", health.ServeReadyz)
+	mux.HandleFunc("/healthz", health.ServeHealthz)
 	go func() {
 		if err := http.Serve(ln, mux); err != nil {
 			log.Error("metrics server stopped", "err", err)

@@ -1,0 +1,130 @@
+package coordinator
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+)
+
+// poolSelector is one pool's node selector and target.
+type poolSelector struct {
+	name   string
+	target string
+	sel    labels.Selector
+}
+
+// selectors returns the selectors of every pool in the cache. A pool whose
+// selector does not parse selects nothing (its own reconcile reports the
+// error and grants nothing).
+func (c *Controller) selectors() []poolSelector {
+	var out []poolSelector
+	for _, key := range c.pools.GetStore().ListKeys() {
+		p, err := c.pool(key)
+		if err != nil || p == nil {
+			continue
+		}
+		s, err := metav1.LabelSelectorAsSelector(p.Spec.NodeSelector)
+		if err != nil {
+			continue
+		}
+		out = append(out, poolSelector{name: p.Name, target: p.Spec.OSImage, sel: s})
+	}
+	return out
+}
+
+// input builds pool's plan input from the caches. The caller copies the
+// expectations (pending) BEFORE input lists the nodes: a node event
+// delivered in between then finds the grant either in the copy or in the
+// list, never in neither.
+//
+// It also returns the pool's nodes whose agent is silent.
+func (c *Controller) input(pool *v1alpha1.UpdatePool, pending map[string]bool, now time.Time) (planInput, []*corev1.Node, error) {
+	in := planInput{pool: pool, pending: pending, backoff: c.backingOff(now), now: now}
+	if _, err := metav1.LabelSelectorAsSelector(pool.Spec.NodeSelector); err != nil {
+		return in, nil, fmt.Errorf("pool %s nodeSelector: %w", pool.Name, err)
+	}
+	sels := c.selectors()
+	exists := map[string]bool{}
+	for _, s := range sels {
+		exists[s.name] = true
+	}
+	var silent []*corev1.Node
+	var busy []string // unavailable control-plane nodes, "name (why)"
+	var matched []poolSelector
+	for _, obj := range c.nodes.GetStore().List() {
+		n := obj.(*corev1.Node)
+		set := labels.Set(n.Labels)
+		matched = matched[:0]
+		selected := false
+		for _, s := range sels {
+			if s.sel.Matches(set) {
+				matched = append(matched, s)
+				selected = selected || s.name == pool.Name
+			}
+		}
+		owner := grantOwner(n, matched, exists)
+		leaseOK := c.leaseOK(n.Name, now)
+		if isControlPlane(n) {
+			if down, why := controlPlaneDown(n, matched, pending, leaseOK); down {
+				busy = append(busy, n.Name+" ("+why+")")
+			}
+		}
+		if !selected && (owner != pool.Name || n.Annotations[v1alpha1.AnnotationGrant] == "") {
+			continue
+		}
+		v := viewNode(n, leaseOK, pool.Spec.OSImage)
+		v.selected, v.shared, v.owner = selected, len(matched) > 1, owner
+		in.nodes = append(in.nodes, v)
+		if selected && !leaseOK {
+			silent = append(silent, n)
+		}
+	}
+	if len(busy) > 0 {
+		sort.Strings(busy)
+		in.controlPlaneBusy = "control-plane node " + busy[0] + " is unavailable: one control-plane node at a time, cluster-wide"
+	}
+	return in, silent, nil
+}
+
+// grantOwner is the pool that releases node's grant: the pool named by its
+// grant-pool annotation while that pool exists, else the one pool that
+// selects the node, else "" (unknown: any selecting pool releases a Done or
+// Yielded grant).
+func grantOwner(n *corev1.Node, matched []poolSelector, exists map[string]bool) string {
+	if p := n.Annotations[v1alpha1.AnnotationGrantPool]; p != "" && exists[p] {
+		return p
+	}
+	if len(matched) == 1 {
+		return matched[0].name
+	}
+	return ""
+}
+
+// controlPlaneDown reports whether a control-plane node counts against the
+// cluster-wide limit of one: a grant written but not observed, or
+// v1alpha1.Unavailable for the target of any pool selecting it (its own
+// target annotation when none does), a finished grant ignored.
+func controlPlaneDown(n *corev1.Node, matched []poolSelector, pending map[string]bool, leaseOK bool) (bool, string) {
+	if pending[n.Name] {
+		return true, "updating (grant not yet observed)"
+	}
+	targets := make([]string, 0, max(len(matched), 1))
+	for _, s := range matched {
+		targets = append(targets, s.target)
+	}
+	if len(targets) == 0 {
+		targets = append(targets, n.Annotations[v1alpha1.AnnotationTarget])
+	}
+	for _, t := range targets {
+		if down, why := viewNode(n, leaseOK, t).unavailable(); down {
+			return true, why
+		}
+	}
+	return false, ""
+}

@@ -70,8 +70,13 @@ func TestGrantsAreUsedOnlyForTheirTargetAndOnce(t *testing.T) {
 	w.desired = Desired{Target: "os-2", Grant: "g-old", GrantTarget: "os-1"}
 	dir := t.TempDir()
 	m := w.machine(dir)
-	if got := settle(t, m); got != v1alpha1.StepStaged || !strings.Contains(m.State().Reason, "issued for target") {
-		t.Fatalf("grant for another target: step %s reason %q; want Staged, saying why", got, m.State().Reason)
+	if got := settle(t, m); got != v1alpha1.StepYielded || !strings.Contains(m.State().Reason, "issued for target") ||
+		m.State().Grant != "g-old" || w.node.Spec.Unschedulable {
+		t.Fatalf("grant for another target: %+v; want it yielded at once, untouched, saying why", m.State())
+	}
+	w.set(func(w *world) { w.desired = Desired{Target: "os-2"} }) // the coordinator releases it
+	if got := settle(t, m); got != v1alpha1.StepStaged {
+		t.Fatalf("after the release: step %s, want Staged", got)
 	}
 	w.set(func(w *world) { w.desired = Desired{Target: "os-2", Grant: "g1"} })
 	settle(t, m)
@@ -83,8 +88,8 @@ func TestGrantsAreUsedOnlyForTheirTargetAndOnce(t *testing.T) {
 	// The coordinator moves the target on but g1 lingers, even re-labelled
 	// for the new target: the node stages and waits for a new grant.
 	w.set(func(w *world) { w.desired = Desired{Target: "os-3", Grant: "g1", GrantTarget: "os-3"} })
-	if got := settle(t, m); got != v1alpha1.StepStaged || w.totalReboots != 1 {
-		t.Fatalf("stale grant: step %s reboots %d; want Staged and no second reboot", got, w.totalReboots)
+	if got := settle(t, m); got != v1alpha1.StepYielded || w.totalReboots != 1 {
+		t.Fatalf("stale grant: step %s reboots %d; want it yielded and no second reboot", got, w.totalReboots)
 	}
 	w.set(func(w *world) { w.desired.Grant = "g2" })
 	if got := settle(t, m); got != v1alpha1.StepRebooting {

@@ -106,8 +106,10 @@ func (m *Machine) staged(ctx context.Context, node *corev1.Node, want Desired) (
 		return v1alpha1.StepStaged, nil
 	}
 	if why := m.unusableGrant(want); why != "" {
-		st.Reason = why
-		return v1alpha1.StepStaged, nil
+		// Give the grant back at once rather than hold a slot it will
+		// never use: the coordinator releases a Yielded grant.
+		st.Grant, st.Reason = want.Grant, why
+		return v1alpha1.StepYielded, nil
 	}
 	st.Grant, st.Reason = want.Grant, ""
 	if m.cfg.Metrics != nil {

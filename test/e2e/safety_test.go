@@ -52,8 +52,9 @@ func TestUnplannedRebootWhileStagedStagesAgain(t *testing.T) {
 }
 
 // TestGrantForAnotherTargetIsRefused: a grant whose grant-target is not the
-// staged target is never used: no cordon, no reboot, and the reason says
-// why.
+// staged target is never used: the agent gives it back at once (Yielded,
+// which the coordinator releases), with no cordon, no reboot, and a reason
+// that says why.
 func TestGrantForAnotherTargetIsRefused(t *testing.T) {
 	t.Parallel()
 	p := newPool(t, "granttarget", poolOptions{count: 1})
@@ -66,8 +67,9 @@ func TestGrantForAnotherTargetIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.Spec.Unschedulable || p.nodes[name].Host.Reboots() != 0 || n.Annotations[v1alpha1.AnnotationState] != string(v1alpha1.StepStaged) {
-		t.Fatalf("grant for another target: unschedulable %v reboots %d state %s; want Staged, untouched",
+	if n.Spec.Unschedulable || p.nodes[name].Host.Reboots() != 0 || n.Annotations[v1alpha1.AnnotationState] != string(v1alpha1.StepYielded) ||
+		n.Annotations[v1alpha1.AnnotationStateGrant] != "stale" {
+		t.Fatalf("grant for another target: unschedulable %v reboots %d state %s; want Yielded for it, untouched",
 			n.Spec.Unschedulable, p.nodes[name].Host.Reboots(), n.Annotations[v1alpha1.AnnotationState])
 	}
 }

@@ -63,7 +63,7 @@ func scriptAgents(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, s
 			if g.target == "" {
 				g.target = ann[v1alpha1.AnnotationTarget] // a coordinator that does not write grant-target
 			}
-			if err := a.report(ctx, g, "Draining"); err != nil {
+			if err := a.report(ctx, g, "Draining"); err != nil && ctx.Err() == nil {
 				t.Errorf("agent of %s: report Draining: %v", g.node, err)
 			}
 			a.grants <- g

@@ -109,21 +109,7 @@ func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan 
 // API decides whether it is kept (settle).
 func (c *Controller) grant(ctx context.Context, pool *v1alpha1.UpdatePool, plan *poolPlan, v nodeView, now time.Time) error {
 	grant := c.nextGrant(pool, now, v.stateGrnt)
-	set := coordinatorKeys(pool, plan.target)
-	set[v1alpha1.AnnotationGrant] = &grant
-	set[v1alpha1.AnnotationGrantTarget] = &plan.target
-	set[v1alpha1.AnnotationGrantPool] = &pool.Name
-	set[v1alpha1.AnnotationYieldedAt] = nil
-	// The pool's lifecycle hooks are stamped with the grant, when the
-	// node's update starts; each hook's owner removes its own.
-	if hooks := pool.Spec.LifecycleHooks; hooks != nil {
-		for _, h := range hooks.PreDrain {
-			set[v1alpha1.PreDrainHookPrefix+h.Name] = &h.Owner
-		}
-		for _, h := range hooks.PreReboot {
-			set[v1alpha1.PreRebootHookPrefix+h.Name] = &h.Owner
-		}
-	}
+	set := grantAnnotations(pool, plan.target, grant)
 	c.expect(v.name, grant, v.rv, now)
 	if err := patchNode(ctx, c.opts.Client, v.name, v.rv, set); err != nil {
 		c.settle(ctx, v.name, err, now)
@@ -134,6 +120,38 @@ func (c *Controller) grant(ctx context.Context, pool *v1alpha1.UpdatePool, plan 
 	c.events.Eventf(nodeRef(v.name), corev1.EventTypeNormal, "SlotGranted", "update slot %s of pool %s granted", grant, pool.Name)
 	c.events.Eventf(poolRef(pool), corev1.EventTypeNormal, "SlotGranted", "%s granted (%s)", v.name, grant)
 	return nil
+}
+
+// grantAnnotations is the patch of a grant: the grant with the target it
+// is for and the pool that issues it, the pool's drain policy, and the
+// pool's lifecycle hooks, stamped when the node's update starts (each
+// hook's owner removes its own).
+func grantAnnotations(pool *v1alpha1.UpdatePool, target, grant string) map[string]*string {
+	set := coordinatorKeys(pool, target)
+	set[v1alpha1.AnnotationGrant] = &grant
+	set[v1alpha1.AnnotationGrantTarget] = &target
+	set[v1alpha1.AnnotationGrantPool] = &pool.Name
+	set[v1alpha1.AnnotationYieldedAt] = nil
+	if hooks := pool.Spec.LifecycleHooks; hooks != nil {
+		for _, h := range hooks.PreDrain {
+			set[v1alpha1.PreDrainHookPrefix+h.Name] = &h.Owner
+		}
+		for _, h := range hooks.PreReboot {
+			set[v1alpha1.PreRebootHookPrefix+h.Name] = &h.Owner
+		}
+	}
+	return set
+}
+
+// releaseAnnotations is the patch that gives a slot back; a yield also
+// records when, so the node goes to the back of the queue.
+func releaseAnnotations(yielded bool, now time.Time) map[string]*string {
+	set := map[string]*string{v1alpha1.AnnotationGrant: nil, v1alpha1.AnnotationGrantTarget: nil, v1alpha1.AnnotationGrantPool: nil}
+	if yielded {
+		at := now.UTC().Format(time.RFC3339)
+		set[v1alpha1.AnnotationYieldedAt] = &at
+	}
+	return set
 }
 
 // nextGrant names a new grant; it never repeats the grant the node's agent
@@ -153,11 +171,7 @@ func (c *Controller) nextGrant(pool *v1alpha1.UpdatePool, now time.Time, avoid s
 // release removes v's grant (and what was written with it), only if it is
 // still the grant the plan saw.
 func (c *Controller) release(ctx context.Context, pool *v1alpha1.UpdatePool, v nodeView, yielded bool, now time.Time) error {
-	set := map[string]*string{v1alpha1.AnnotationGrant: nil, v1alpha1.AnnotationGrantTarget: nil, v1alpha1.AnnotationGrantPool: nil}
-	if yielded {
-		at := now.UTC().Format(time.RFC3339)
-		set[v1alpha1.AnnotationYieldedAt] = &at
-	}
+	set := releaseAnnotations(yielded, now)
 	rv := v.rv
 	for attempt := 0; ; attempt++ {
 		err := patchNode(ctx, c.opts.Client, v.name, rv, set)

@@ -19,21 +19,38 @@ type poolSelector struct {
 	sel    labels.Selector
 }
 
-// selectors returns the selectors of every pool in the cache. A pool whose
-// selector does not parse selects nothing (its own reconcile reports the
-// error and grants nothing).
-func (c *Controller) selectors() []poolSelector {
+// selectors returns the selectors of pools. A pool whose selector does not
+// parse selects nothing (its own reconcile reports the error and grants
+// nothing).
+func selectors(pools []*v1alpha1.UpdatePool) []poolSelector {
 	var out []poolSelector
-	for _, key := range c.pools.GetStore().ListKeys() {
-		p, err := c.pool(key)
-		if err != nil || p == nil {
-			continue
-		}
+	for _, p := range pools {
 		s, err := metav1.LabelSelectorAsSelector(p.Spec.NodeSelector)
 		if err != nil {
 			continue
 		}
 		out = append(out, poolSelector{name: p.Name, target: p.Spec.OSImage, sel: s})
+	}
+	return out
+}
+
+// cachedPools are the pools in the cache.
+func (c *Controller) cachedPools() []*v1alpha1.UpdatePool {
+	var out []*v1alpha1.UpdatePool
+	for _, key := range c.pools.GetStore().ListKeys() {
+		if p, err := c.pool(key); err == nil && p != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// cachedNodes are the nodes in the cache.
+func (c *Controller) cachedNodes() []*corev1.Node {
+	objs := c.nodes.GetStore().List()
+	out := make([]*corev1.Node, 0, len(objs))
+	for _, obj := range objs {
+		out = append(out, obj.(*corev1.Node))
 	}
 	return out
 }
@@ -45,11 +62,19 @@ func (c *Controller) selectors() []poolSelector {
 //
 // It also returns the pool's nodes whose agent is silent.
 func (c *Controller) input(pool *v1alpha1.UpdatePool, pending map[string]bool, now time.Time) (planInput, []*corev1.Node, error) {
-	in := planInput{pool: pool, pending: pending, backoff: c.backingOff(now), now: now}
+	return buildInput(pool, c.cachedPools(), c.cachedNodes(), func(node string) bool { return c.leaseOK(node, now) },
+		pending, c.backingOff(now), now)
+}
+
+// buildInput is input over given pools and nodes: the whole of what a plan
+// reads, with no cache or API behind it (Decide, the protocol simulator).
+func buildInput(pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool, nodes []*corev1.Node, agentAlive func(string) bool,
+	pending, backoff map[string]bool, now time.Time) (planInput, []*corev1.Node, error) {
+	in := planInput{pool: pool, pending: pending, backoff: backoff, now: now}
 	if _, err := metav1.LabelSelectorAsSelector(pool.Spec.NodeSelector); err != nil {
 		return in, nil, fmt.Errorf("pool %s nodeSelector: %w", pool.Name, err)
 	}
-	sels := c.selectors()
+	sels := selectors(pools)
 	exists := map[string]bool{}
 	for _, s := range sels {
 		exists[s.name] = true
@@ -57,8 +82,7 @@ func (c *Controller) input(pool *v1alpha1.UpdatePool, pending map[string]bool, n
 	var silent []*corev1.Node
 	var busy []string // unavailable control-plane nodes, "name (why)"
 	var matched []poolSelector
-	for _, obj := range c.nodes.GetStore().List() {
-		n := obj.(*corev1.Node)
+	for _, n := range nodes {
 		set := labels.Set(n.Labels)
 		matched = matched[:0]
 		selected := false
@@ -69,7 +93,7 @@ func (c *Controller) input(pool *v1alpha1.UpdatePool, pending map[string]bool, n
 			}
 		}
 		owner := grantOwner(n, matched, exists)
-		leaseOK := c.leaseOK(n.Name, now)
+		leaseOK := agentAlive(n.Name)
 		if isControlPlane(n) {
 			if down, why := controlPlaneDown(n, matched, pending, leaseOK); down {
 				busy = append(busy, n.Name+" ("+why+")")

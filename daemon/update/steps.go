@@ -354,9 +354,12 @@ func (m *Machine) idle(ctx context.Context, node *corev1.Node, want Desired) (v1
 	fresh := State{Step: v1alpha1.StepIdle, Target: want.Target, StepSince: st.StepSince, LastGrant: st.LastGrant,
 		Cordoned: st.Cordoned || cordonedByNodeward(node)}
 	if !onTarget {
-		// A new update never inherits a grant: it takes one in Staged,
-		// issued for its target.
-		fresh.PreviousOS = booted
+		// A new update never inherits a grant (it takes one in Staged,
+		// issued for its target) nor a cordon (see restart).
+		if err := m.liftOwnCordon(ctx, node); err != nil {
+			return v1alpha1.StepIdle, err
+		}
+		fresh.Cordoned, fresh.PreviousOS = false, booted
 		*st = fresh
 		return v1alpha1.StepStaging, nil
 	}
@@ -374,6 +377,19 @@ func (m *Machine) idle(ctx context.Context, node *corev1.Node, want Desired) (v1
 	return v1alpha1.StepDone, nil
 }
 
+// liftOwnCordon uncordons the node if nodeward's own cordon is on it (an
+// admin's is never touched).
+func (m *Machine) liftOwnCordon(ctx context.Context, node *corev1.Node) error {
+	if !m.state.Cordoned && !cordonedByNodeward(node) {
+		return nil
+	}
+	if err := m.cfg.Workloads.Uncordon(ctx); err != nil {
+		return fmt.Errorf("lift nodeward's cordon before a new update: %w", err)
+	}
+	m.state.Cordoned = false
+	return nil
+}
+
 // cordonedByNodeward reports whether node carries nodeward's own cordon.
 func cordonedByNodeward(node *corev1.Node) bool {
 	_, ours := node.Annotations[v1alpha1.AnnotationCordonedBy]
@@ -382,10 +398,12 @@ func cordonedByNodeward(node *corev1.Node) bool {
 
 // restart abandons a finished or not yet disruptive update for a new target.
 func (m *Machine) restart(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
-	if m.state.Cordoned {
-		// A degraded node keeps nodeward's cordon; the new update will
-		// find its own record and carry on from there.
-		m.cfg.Log.Info("new target while nodeward's cordon is in place", "target", want.Target)
+	// A degraded node keeps nodeward's cordon until the target changes.
+	// A new update starts from a node in service: the coordinator counts a
+	// cordoned node unavailable and would never grant it (the protocol
+	// simulator found the deadlock).
+	if err := m.liftOwnCordon(ctx, node); err != nil {
+		return m.state.Step, err
 	}
 	last := m.state.Grant
 	if last == "" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -217,9 +218,9 @@ func pinTo(t *testing.T, p *pool, ns, node string) {
 	})
 }
 
-// TestFailedVerificationDegrades: the new deployment does not boot; the
-// agent rolls back, reboots into the old one and stays Degraded and
-// cordoned, holding its slot.
+// TestFailedVerificationDegrades: the new deployment never boots (the old
+// one comes back); the agent stages and reboots again twice, then stays
+// Degraded and cordoned, holding its slot.
 func TestFailedVerificationDegrades(t *testing.T) {
 	t.Parallel()
 	p := newPool(t, "bad", poolOptions{count: 2, maxUnavailable: 1,
@@ -251,8 +252,13 @@ func TestFailedVerificationDegrades(t *testing.T) {
 		}
 	}
 	booted, _ := p.nodes[degraded].Host.Booted(context.Background())
-	if booted != fromOS || p.nodes[degraded].Host.Reboots() != 2 {
-		t.Errorf("degraded node booted %s after %d reboots; want %s after 2", booted, p.nodes[degraded].Host.Reboots(), fromOS)
+	// The target never boots (the old OS comes back each time): that is
+	// retried after staging again, twice, then Degraded without a rollback.
+	if booted != fromOS || p.nodes[degraded].Host.Reboots() != 3 {
+		t.Errorf("degraded node booted %s after %d reboots; want %s after 3 (two retries)", booted, p.nodes[degraded].Host.Reboots(), fromOS)
+	}
+	if n, _ := p.node(context.Background(), degraded); !strings.Contains(n.Annotations[v1alpha1.AnnotationReason], "previous OS") {
+		t.Errorf("degraded node's reason %q does not say the previous OS came back", n.Annotations[v1alpha1.AnnotationReason])
 	}
 	// The degraded node keeps the only slot: the other one must not start.
 	n, _ := p.node(context.Background(), other)

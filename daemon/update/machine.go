@@ -10,6 +10,7 @@ import (
 
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Config wires the update machine. Store, Node, Protocol, OS, Reboot,
@@ -81,6 +82,8 @@ type Machine struct {
 	// persisted, so a restarted agent asks again only if the boot ID
 	// proves the machine did not reboot.
 	rebootAsked time.Time
+	// nodeUID is the UID of the Node object last read.
+	nodeUID types.UID
 	// desiredProblem is the last error reading the coordinator's wishes,
 	// reported once.
 	desiredProblem string
@@ -192,18 +195,20 @@ func (m *Machine) Advance(ctx context.Context) (progressed bool, err error) {
 		m.state, m.saved, m.loaded = st, st, true
 		m.cfg.Log.Info("update state loaded", "step", st.Step, "target", st.Target)
 	}
-	if !m.reported {
-		// After a restart the annotations may lag the file (a crash
-		// between the two writes): report before acting.
-		if err := m.cfg.Protocol.Report(ctx, m.state); err != nil {
-			return false, fmt.Errorf("report update state: %w", err)
-		}
-		m.reported = true
-		m.publish(nil, m.state.Step)
-	}
 	node, err := m.cfg.Node.Node(ctx)
 	if err != nil {
 		return false, fmt.Errorf("get node: %w", err)
+	}
+	if !m.reported || node.UID != m.nodeUID {
+		// After a restart the annotations may lag the file (a crash
+		// between the two writes), and a Node deleted and created again
+		// carries none of the report (the protocol simulator found the
+		// stall): report before acting.
+		if err := m.cfg.Protocol.Report(ctx, m.state); err != nil {
+			return false, fmt.Errorf("report update state: %w", err)
+		}
+		m.reported, m.nodeUID = true, node.UID
+		m.publish(nil, m.state.Step)
 	}
 	desired, err := m.cfg.Protocol.Desired(ctx, node)
 	if err != nil {

@@ -169,6 +169,9 @@ func (m *Machine) hooksPreDrain(ctx context.Context, node *corev1.Node, want Des
 }
 
 func (m *Machine) cordoning(ctx context.Context, node *corev1.Node, _ Desired) (v1alpha1.Step, error) {
+	if len(drain.PreDrain.Hooks(node)) > 0 {
+		return v1alpha1.StepHooksPreDrain, nil // a hook came back since it was checked
+	}
 	byUs, err := m.cfg.Workloads.Cordon(ctx)
 	if err != nil {
 		return v1alpha1.StepCordoning, fmt.Errorf("cordon: %w", err)
@@ -462,6 +465,9 @@ func (m *Machine) finalizing(ctx context.Context, node *corev1.Node, want Desire
 	}
 	if back := m.disruptionStillOurs(node, want); back != "" {
 		return back, nil
+	}
+	if len(drain.PreReboot.Hooks(node)) > 0 {
+		return v1alpha1.StepHooksPreReboot, nil // a hook came back since it was checked
 	}
 	lost, err := m.stagingLost()
 	if err != nil {

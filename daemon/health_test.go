@@ -114,7 +114,7 @@ func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { re
 func startHealth(t *testing.T, rc *rest.Config, node string, cfg FileConfig, guard conditions.DisruptionGuard) *Agent {
 	t.Helper()
 	h, err := New(Config{
-		RestConfig: rc, NodeName: node, Health: &HealthConfig{Conditions: cfg.Config, Guard: guard},
+		RestConfig: rc, NodeName: node, Health: &HealthConfig{Conditions: cfg.Config, LeaseRenewInterval: cfg.LeaseRenewInterval.Duration, Guard: guard},
 		MetricsAddress: cfg.MetricsAddress,
 		Log:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})

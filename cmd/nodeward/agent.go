@@ -48,7 +48,7 @@ func newAgentCommand() *cobra.Command {
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("node", nodeName)
 			agentCfg := daemon.Config{
 				RestConfig: restConfig, NodeName: nodeName,
-				Health:         &daemon.HealthConfig{Conditions: cfg.Config},
+				Health:         &daemon.HealthConfig{Conditions: cfg.Config, LeaseRenewInterval: cfg.LeaseRenewInterval.Duration},
 				MetricsAddress: cfg.MetricsAddress, TextfileDirectory: cfg.TextfileDirectory,
 				Notifier: &systemd.Notifier{Log: log}, Log: log,
 			}

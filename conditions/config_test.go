@@ -1,8 +1,6 @@
 package conditions
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -70,8 +68,6 @@ func TestInvalidConfigNamesFieldAndValue(t *testing.T) {
 		{"disk: {paths: [relative/path]}", "disk.paths[0]", "relative/path"},
 		{"network: {family: ipx}", "network.family", "ipx"},
 		{"runtime: {endpoint: 'tcp://x:1'}", "runtime.endpoint", "tcp://x:1"},
-		{"metricsAddress: nope", "metricsAddress", "nope"},
-		{"leaseRenewInterval: 5m", "leaseRenewInterval", "5m0s"},
 		{"taints: [{condition: MemoryPressure, key: a, effect: NoSchedule}]", "taints[0].condition", "MemoryPressure"},
 		{"taints: [{condition: NodewardPIDPressure, key: 'bad key', effect: NoSchedule}]", "taints[0].key", "bad key"},
 		{"taints: [{condition: NodewardPIDPressure, key: node.kubernetes.io/pid-pressure, effect: NoSchedule}]", "taints[0].key", "node.kubernetes.io/pid-pressure"},
@@ -88,23 +84,15 @@ func TestInvalidConfigNamesFieldAndValue(t *testing.T) {
 			t.Errorf("%s: error %q does not name field %s and value %q", c.yaml, err, c.field, c.value)
 		}
 	}
+	// The agent's own settings are not the health part's: daemon.FileConfig
+	// reads them.
+	for _, agentOnly := range []string{"metricsAddress: 127.0.0.1:1", "textfileDirectory: /tmp", "leaseRenewInterval: 80s"} {
+		if _, err := ParseConfig([]byte(agentOnly)); err == nil {
+			t.Errorf("%s: accepted by the health part", agentOnly)
+		}
+	}
 	if _, err := ParseConfig([]byte("memroy: {enabled: false}")); err == nil || !strings.Contains(err.Error(), "memroy") {
 		t.Errorf("unknown field: %v, want a refusal naming it", err)
-	}
-}
-
-func TestLoadConfigFile(t *testing.T) {
-	t.Parallel()
-	path := filepath.Join(t.TempDir(), "nodeward.yaml")
-	if err := os.WriteFile(path, []byte("pids: {maxUsedPercent: 50}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := LoadConfig(path)
-	if err != nil || cfg.PIDs.MaxUsedPercent != 50 {
-		t.Fatalf("LoadConfig = %+v, %v", cfg.PIDs, err)
-	}
-	if _, err := LoadConfig(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
-		t.Error("missing file accepted")
 	}
 }
 

@@ -8,33 +8,99 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 )
+
+const (
+	diskName      = "disk"
+	diskCondition = v1alpha1.ConditionDiskPressure
+)
+
+var diskKind = probeKind{
+	name: diskName, condition: diskCondition, taint: "disk-pressure",
+	section: func(c *Config) section { return &c.Disk },
+	build:   func(c *Config, env *Env) Probe { return NewDiskProbe(c.Disk, env) },
+}
+
+// DiskConfig: free bytes and inodes of the filesystems holding Paths.
+type DiskConfig struct {
+	Enabled bool     `json:"enabled"`
+	Paths   []string `json:"paths"`
+	// MinAvailablePercent and MinInodesFreePercent: below either is
+	// pressure.
+	MinAvailablePercent  float64         `json:"minAvailablePercent"`
+	MinInodesFreePercent float64         `json:"minInodesFreePercent"`
+	PollInterval         metav1.Duration `json:"pollInterval"`
+}
+
+func (c *DiskConfig) enabled() bool { return c.Enabled }
+
+func (c *DiskConfig) setDefaults() {
+	*c = DiskConfig{
+		Enabled:             true,
+		Paths:               []string{"/", "/var", "/var/lib/containers", "/var/lib/kubelet"},
+		MinAvailablePercent: 10, MinInodesFreePercent: 5, PollInterval: metav1.Duration{Duration: 10 * time.Second},
+	}
+}
+
+func (c *DiskConfig) validate(prefix string, errs *FieldErrors) {
+	errs.positive(prefix+"pollInterval", c.PollInterval)
+	errs.percent(prefix+"minAvailablePercent", c.MinAvailablePercent)
+	errs.percent(prefix+"minInodesFreePercent", c.MinInodesFreePercent)
+	if c.Enabled && len(c.Paths) == 0 {
+		errs.Add(prefix+"paths", "[]", "must list at least one path while the disk probe is enabled")
+	}
+	for i, p := range c.Paths {
+		if !strings.HasPrefix(p, "/") {
+			errs.Add(fmt.Sprintf("%spaths[%d]", prefix, i), p, "must be an absolute path")
+		}
+	}
+}
+
+// diskMetrics are statfs figures, by device and mount point.
+type diskMetrics struct {
+	avail, size, files, filesFree *prometheus.GaugeVec
+}
+
+func newDiskMetrics(reg prometheus.Registerer) *diskMetrics {
+	m := &diskMetrics{
+		avail:     gaugeVec("filesystem_avail_bytes", "Bytes available to unprivileged users.", "device", "mountpoint"),
+		size:      gaugeVec("filesystem_size_bytes", "Filesystem size.", "device", "mountpoint"),
+		files:     gaugeVec("filesystem_files", "Filesystem inodes.", "device", "mountpoint"),
+		filesFree: gaugeVec("filesystem_files_free", "Free inodes.", "device", "mountpoint"),
+	}
+	reg.MustRegister(m.avail, m.size, m.files, m.filesFree)
+	return m
+}
 
 // DiskProbe compares free bytes and inodes of the filesystems holding the
 // configured paths with thresholds; paths on one device are measured once.
 type DiskProbe struct {
 	cfg     DiskConfig
-	metrics *Metrics
+	metrics *diskMetrics
+	now     func() time.Time
 }
 
-// NewDiskProbe measures cfg.Paths.
-func NewDiskProbe(cfg DiskConfig, m *Metrics) *DiskProbe {
-	return &DiskProbe{cfg: cfg, metrics: orDiscard(m)}
+// NewDiskProbe measures cfg.Paths and registers its metrics on env's
+// Registerer; a nil env stands for the defaults.
+func NewDiskProbe(cfg DiskConfig, env *Env) *DiskProbe {
+	return &DiskProbe{cfg: cfg, metrics: newDiskMetrics(env.registerer()), now: env.now()}
 }
 
 func (p *DiskProbe) Interval() time.Duration             { return p.cfg.PollInterval.Duration }
-func (p *DiskProbe) Name() string                        { return "disk" }
-func (p *DiskProbe) Condition() corev1.NodeConditionType { return v1alpha1.ConditionDiskPressure }
+func (p *DiskProbe) Name() string                        { return diskName }
+func (p *DiskProbe) Condition() corev1.NodeConditionType { return diskCondition }
 
 // Sample statfs()es every path. A missing path is skipped (on many hosts
 // /var/lib/containers does not exist); when no path can be measured, or one
 // fails for another reason, the result is Unknown.
 func (p *DiskProbe) Sample(context.Context) Signal {
-	s := Signal{Condition: p.Condition(), At: time.Now()}
+	s := Signal{Condition: p.Condition(), At: p.now()}
 	seen := map[uint64]bool{}
 	var problems, summary []string
 	for _, path := range p.cfg.Paths {
@@ -43,7 +109,7 @@ func (p *DiskProbe) Sample(context.Context) Signal {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
-			return p.unknown(s, fmt.Errorf("stat %s: %w", path, err))
+			return unknown(s, "FilesystemUnreadable", fmt.Errorf("stat %s: %w", path, err))
 		}
 		if seen[st.Dev] {
 			continue
@@ -51,17 +117,15 @@ func (p *DiskProbe) Sample(context.Context) Signal {
 		seen[st.Dev] = true
 		var sfs unix.Statfs_t
 		if err := unix.Statfs(path, &sfs); err != nil {
-			return p.unknown(s, fmt.Errorf("statfs %s: %w", path, err))
+			return unknown(s, "FilesystemUnreadable", fmt.Errorf("statfs %s: %w", path, err))
 		}
 		device := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
 		size := float64(sfs.Blocks) * float64(sfs.Bsize)
 		avail := float64(sfs.Bavail) * float64(sfs.Bsize)
-		if p.metrics != nil {
-			p.metrics.fsSize.WithLabelValues(device, path).Set(size)
-			p.metrics.fsAvail.WithLabelValues(device, path).Set(avail)
-			p.metrics.fsFiles.WithLabelValues(device, path).Set(float64(sfs.Files))
-			p.metrics.fsFilesFree.WithLabelValues(device, path).Set(float64(sfs.Ffree))
-		}
+		p.metrics.size.WithLabelValues(device, path).Set(size)
+		p.metrics.avail.WithLabelValues(device, path).Set(avail)
+		p.metrics.files.WithLabelValues(device, path).Set(float64(sfs.Files))
+		p.metrics.filesFree.WithLabelValues(device, path).Set(float64(sfs.Ffree))
 		availPct := 100.0
 		if sfs.Blocks > 0 {
 			availPct = 100 * avail / size
@@ -80,18 +144,12 @@ func (p *DiskProbe) Sample(context.Context) Signal {
 		}
 	}
 	if len(seen) == 0 {
-		return p.unknown(s, fmt.Errorf("none of the paths %v exists", p.cfg.Paths))
+		return unknown(s, "FilesystemUnreadable", fmt.Errorf("none of the paths %v exists", p.cfg.Paths))
 	}
 	if len(problems) > 0 {
-		s.Health, s.Reason, s.Message = Unhealthy, "DiskPressure", strings.Join(problems, "; ")
+		s.Verdict, s.Reason, s.Message = Unhealthy, "DiskPressure", strings.Join(problems, "; ")
 		return s
 	}
-	s.Health, s.Reason, s.Message = Healthy, "DiskSpaceAvailable", strings.Join(summary, "; ")
-	return s
-}
-
-func (p *DiskProbe) unknown(s Signal, err error) Signal {
-	p.metrics.ProbeError(p.Name())
-	s.Health, s.Reason, s.Message = Unknown, "FilesystemUnreadable", err.Error()
+	s.Verdict, s.Reason, s.Message = Healthy, "DiskSpaceAvailable", strings.Join(summary, "; ")
 	return s
 }

@@ -47,23 +47,23 @@ func TestDiskProbeOnTmpfs(t *testing.T) {
 		MinAvailablePercent: 50, MinInodesFreePercent: 20, PollInterval: metav1.Duration{Duration: time.Second}}
 	probe := NewDiskProbe(cfg, nil)
 	s := probe.Sample(context.Background())
-	if s.Health != Healthy || strings.Count(s.Message, mnt) != 1 {
-		t.Fatalf("empty tmpfs: %v %q; want healthy with the device measured once", s.Health, s.Message)
+	if s.Verdict != Healthy || strings.Count(s.Message, mnt) != 1 {
+		t.Fatalf("empty tmpfs: %v %q; want healthy with the device measured once", s.Verdict, s.Message)
 	}
 	fill(t, filepath.Join(mnt, "big"), 3<<20)
-	if s := probe.Sample(context.Background()); s.Health != Unhealthy || !strings.Contains(s.Message, "bytes available") {
-		t.Fatalf("3 of 4 MiB used: %v %q", s.Health, s.Message)
+	if s := probe.Sample(context.Background()); s.Verdict != Unhealthy || !strings.Contains(s.Message, "bytes available") {
+		t.Fatalf("3 of 4 MiB used: %v %q", s.Verdict, s.Message)
 	}
 	os.Remove(filepath.Join(mnt, "big"))
 	for i := range 90 {
 		fill(t, filepath.Join(mnt, fmt.Sprintf("f%d", i)), 0)
 	}
-	if s := probe.Sample(context.Background()); s.Health != Unhealthy || !strings.Contains(s.Message, "inodes free") {
-		t.Fatalf("90 of 100 inodes used: %v %q", s.Health, s.Message)
+	if s := probe.Sample(context.Background()); s.Verdict != Unhealthy || !strings.Contains(s.Message, "inodes free") {
+		t.Fatalf("90 of 100 inodes used: %v %q", s.Verdict, s.Message)
 	}
 	gone := NewDiskProbe(DiskConfig{Paths: []string{"/nonexistent-nodeward"}}, nil).Sample(context.Background())
-	if gone.Health != Unknown {
-		t.Errorf("no measurable path: %v, want Unknown", gone.Health)
+	if gone.Verdict != Unknown {
+		t.Errorf("no measurable path: %v, want Unknown", gone.Verdict)
 	}
 }
 
@@ -76,8 +76,8 @@ func TestDiskConditionFollowsWithHysteresis(t *testing.T) {
 	cfg := DiskConfig{Enabled: true, Paths: []string{mnt}, MinAvailablePercent: 50, MinInodesFreePercent: 1,
 		PollInterval: metav1.Duration{Duration: 50 * time.Millisecond}}
 	quiet := 1500 * time.Millisecond
-	mon := NewMonitor([]Probe{NewDiskProbe(cfg, nil)},
-		HysteresisConfig{BadSamples: 2, QuietPeriod: metav1.Duration{Duration: quiet}}, nil, slog.New(slog.DiscardHandler))
+	mon := NewMonitor(MonitorConfig{Probes: []Probe{NewDiskProbe(cfg, nil)},
+		Hysteresis: HysteresisConfig{BadSamples: 2, QuietPeriod: metav1.Duration{Duration: quiet}}, Log: slog.New(slog.DiscardHandler)})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go mon.Run(ctx)

@@ -1,5 +1,5 @@
 // Package conditions turns what the host reports into node health: probes
 // (memory, disk, PIDs, network, container runtime) produce signals, signals
 // become nodeward-owned node conditions with hysteresis, and a policy table
-// maps conditions to taints. It also holds the taint and toleration helpers.
+// maps conditions to taints. Each probe is one file (see probes.go).
 package conditions

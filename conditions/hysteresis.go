@@ -49,7 +49,7 @@ func (h *Hysteresis) Condition() Condition { return h.cond }
 // and message follow the latest sample only when the status changes or the
 // sample agrees with the status, so a True condition keeps saying why.
 func (h *Hysteresis) Observe(s Signal) (changed bool) {
-	switch s.Health {
+	switch s.Verdict {
 	case Unhealthy:
 		h.consecBad++
 		h.lastBad = s.At

@@ -14,8 +14,8 @@ func TestHysteresisNeedsBadSamplesAndQuietPeriod(t *testing.T) {
 	t.Parallel()
 	h := NewHysteresis(v1alpha1.ConditionDiskPressure, HysteresisConfig{BadSamples: 2, QuietPeriod: metav1.Duration{Duration: time.Minute}})
 	t0 := time.Unix(1000, 0)
-	at := func(d time.Duration, health Health) bool {
-		return h.Observe(Signal{Health: health, At: t0.Add(d), Reason: health.String()})
+	at := func(d time.Duration, health Verdict) bool {
+		return h.Observe(Signal{Verdict: health, At: t0.Add(d), Reason: health.String()})
 	}
 	if h.Condition().Status != corev1.ConditionUnknown {
 		t.Fatal("a fresh condition must be Unknown")

@@ -8,12 +8,85 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 )
+
+const (
+	memoryName      = "memory"
+	memoryCondition = v1alpha1.ConditionMemoryPressure
+)
+
+var memoryKind = probeKind{
+	name: memoryName, condition: memoryCondition, taint: "memory-pressure",
+	section: func(c *Config) section { return &c.Memory },
+	build:   func(c *Config, env *Env) Probe { return NewMemoryProbe(c.Memory, c.ProcRoot, env) },
+}
+
+// MemoryConfig: MemAvailable and memory PSI.
+type MemoryConfig struct {
+	Enabled bool `json:"enabled"`
+	// MinAvailableBytes and MinAvailablePercent (of MemTotal): below either
+	// is pressure; 0 disables that check.
+	MinAvailableBytes   uint64  `json:"minAvailableBytes"`
+	MinAvailablePercent float64 `json:"minAvailablePercent"`
+	// PSISomeAvg10Percent and PSIFullAvg10Percent: above either is
+	// pressure; 0 disables that check.
+	PSISomeAvg10Percent float64 `json:"psiSomeAvg10Percent"`
+	PSIFullAvg10Percent float64 `json:"psiFullAvg10Percent"`
+	// Trigger is a PSI trigger ("some 150000 2000000": 150 ms of stall in a
+	// 2 s window). Each kernel event wakes the probe at once and is
+	// pressure for the next 1.5 windows; empty disables it.
+	Trigger      string          `json:"trigger"`
+	PollInterval metav1.Duration `json:"pollInterval"`
+}
+
+func (c *MemoryConfig) enabled() bool { return c.Enabled }
+
+func (c *MemoryConfig) setDefaults() {
+	*c = MemoryConfig{Enabled: true, MinAvailablePercent: 5, PSIFullAvg10Percent: 20,
+		Trigger: "full 150000 2000000", PollInterval: metav1.Duration{Duration: 10 * time.Second}}
+}
+
+func (c *MemoryConfig) validate(prefix string, errs *FieldErrors) {
+	errs.positive(prefix+"pollInterval", c.PollInterval)
+	errs.percent(prefix+"minAvailablePercent", c.MinAvailablePercent)
+	errs.percent(prefix+"psiSomeAvg10Percent", c.PSISomeAvg10Percent)
+	errs.percent(prefix+"psiFullAvg10Percent", c.PSIFullAvg10Percent)
+	if c.Trigger != "" {
+		if err := ValidatePSITrigger(c.Trigger); err != nil {
+			errs.Add(prefix+"trigger", c.Trigger, err.Error())
+		}
+	}
+}
+
+// memoryMetrics are the memory probe's measurements.
+type memoryMetrics struct {
+	available, total prometheus.Gauge
+	psiAverage       *prometheus.GaugeVec
+	psiStalled       *constCounters
+	triggerActive    prometheus.Gauge
+	triggerEvents    prometheus.Counter
+}
+
+func newMemoryMetrics(reg prometheus.Registerer) *memoryMetrics {
+	m := &memoryMetrics{
+		available:     gauge("memory_available_bytes", "MemAvailable from /proc/meminfo."),
+		total:         gauge("memory_total_bytes", "MemTotal from /proc/meminfo."),
+		psiAverage:    gaugeVec("pressure_memory_waiting_ratio", "Memory PSI average share of time stalled, by kind (some, full) and window.", "kind", "window"),
+		psiStalled:    newConstCounters("nodeward_pressure_memory_stalled_seconds_total", "Memory PSI total stall time, by kind (some, full).", "kind"),
+		triggerActive: gauge("pressure_memory_trigger_active", "1 while a memory PSI trigger wakes the probe."),
+		triggerEvents: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodeward_pressure_memory_trigger_events_total",
+			Help: "Events of the memory PSI trigger: each is a memory stall above the trigger's threshold."}),
+	}
+	reg.MustRegister(m.available, m.total, m.psiAverage, m.psiStalled, m.triggerActive, m.triggerEvents)
+	return m
+}
 
 // MemoryProbe compares MemAvailable and memory PSI with thresholds. A PSI
 // trigger, where the kernel accepts one, is a threshold of its own: each
@@ -22,7 +95,8 @@ import (
 type MemoryProbe struct {
 	cfg      MemoryConfig
 	procRoot string
-	metrics  *Metrics
+	metrics  *memoryMetrics
+	now      func() time.Time
 	// triggerWindow is the trigger's window (0: no valid trigger).
 	triggerWindow time.Duration
 	// lastTrigger is when the kernel last signalled the trigger (Unix ns;
@@ -31,27 +105,29 @@ type MemoryProbe struct {
 	lastTrigger atomic.Int64
 }
 
-// NewMemoryProbe reads /proc under procRoot.
-func NewMemoryProbe(cfg MemoryConfig, procRoot string, m *Metrics) *MemoryProbe {
+// NewMemoryProbe reads /proc under procRoot and registers its metrics on
+// env's Registerer; a nil env stands for the defaults.
+func NewMemoryProbe(cfg MemoryConfig, procRoot string, env *Env) *MemoryProbe {
 	// The config was validated at load; an invalid trigger leaves the
-	// window at 0, and Notify reports the kernel's refusal.
+	// window at 0, and Watch reports the kernel's refusal.
 	window, _ := parsePSITrigger(cfg.Trigger)
-	return &MemoryProbe{cfg: cfg, procRoot: procRoot, metrics: orDiscard(m), triggerWindow: window}
+	return &MemoryProbe{cfg: cfg, procRoot: procRoot, metrics: newMemoryMetrics(env.registerer()),
+		now: env.now(), triggerWindow: window}
 }
 
 func (p *MemoryProbe) Interval() time.Duration             { return p.cfg.PollInterval.Duration }
-func (p *MemoryProbe) Name() string                        { return "memory" }
-func (p *MemoryProbe) Condition() corev1.NodeConditionType { return v1alpha1.ConditionMemoryPressure }
+func (p *MemoryProbe) Name() string                        { return memoryName }
+func (p *MemoryProbe) Condition() corev1.NodeConditionType { return memoryCondition }
 
-// Notify registers the PSI trigger; see psiTrigger.watch.
-func (p *MemoryProbe) Notify(ctx context.Context, wake chan<- struct{}) error {
+// Watch registers the PSI trigger; see psiTrigger.watch.
+func (p *MemoryProbe) Watch(ctx context.Context, wake chan<- struct{}) error {
 	if p.cfg.Trigger == "" {
 		return fmt.Errorf("no PSI trigger configured")
 	}
-	armed := func(on bool) { p.metrics.psiTriggerActive.Set(boolFloat(on)) }
+	armed := func(on bool) { p.metrics.triggerActive.Set(boolFloat(on)) }
 	fired := func() {
-		p.lastTrigger.Store(time.Now().UnixNano())
-		p.metrics.psiTriggerEvents.Inc()
+		p.lastTrigger.Store(p.now().UnixNano())
+		p.metrics.triggerEvents.Inc()
 	}
 	t := psiTrigger{path: pressurePath(p.procRoot, "memory"), trigger: p.cfg.Trigger, armed: armed, fired: fired}
 	err := t.watch(ctx, wake)
@@ -80,21 +156,21 @@ func (p *MemoryProbe) triggerFiredRecently(now time.Time) bool {
 // Sample reads meminfo and, when present, memory PSI. Without meminfo the
 // result is Unknown; without PSI only MemAvailable decides.
 func (p *MemoryProbe) Sample(context.Context) Signal {
-	s := Signal{Condition: p.Condition(), At: time.Now()}
+	s := Signal{Condition: p.Condition(), At: p.now()}
 	fs, err := procfs.NewFS(p.procRoot)
 	if err != nil {
-		return p.unknown(s, "ProcUnreadable", fmt.Errorf("open %s: %w", p.procRoot, err))
+		return unknown(s, "ProcUnreadable", fmt.Errorf("open %s: %w", p.procRoot, err))
 	}
 	mi, err := fs.Meminfo()
 	if err != nil || mi.MemTotalBytes == nil || mi.MemAvailableBytes == nil {
 		if err == nil {
 			err = fmt.Errorf("MemTotal or MemAvailable missing")
 		}
-		return p.unknown(s, "MeminfoUnreadable", fmt.Errorf("read meminfo: %w", err))
+		return unknown(s, "MeminfoUnreadable", fmt.Errorf("read meminfo: %w", err))
 	}
 	total, avail := *mi.MemTotalBytes, *mi.MemAvailableBytes
-	p.metrics.setGauge(p.metrics.memTotal, float64(total))
-	p.metrics.setGauge(p.metrics.memAvailable, float64(avail))
+	p.metrics.total.Set(float64(total))
+	p.metrics.available.Set(float64(avail))
 	var problems []string
 	if p.cfg.MinAvailableBytes > 0 && avail < p.cfg.MinAvailableBytes {
 		problems = append(problems, fmt.Sprintf("MemAvailable %d bytes below %d", avail, p.cfg.MinAvailableBytes))
@@ -107,36 +183,41 @@ func (p *MemoryProbe) Sample(context.Context) Signal {
 	if p.triggerFiredRecently(s.At) {
 		problems = append(problems, fmt.Sprintf("PSI trigger %q fired (memory stall above its threshold)", p.cfg.Trigger))
 	}
-	psi, psiErr := fs.PSIStatsForResource("memory")
-	if psiErr == nil {
-		p.recordPSI(psi)
-		if psi.Some != nil {
-			summary += fmt.Sprintf(", PSI some avg10 %.2f%%", psi.Some.Avg10)
-			if p.cfg.PSISomeAvg10Percent > 0 && psi.Some.Avg10 > p.cfg.PSISomeAvg10Percent {
-				problems = append(problems, fmt.Sprintf("PSI some avg10 %.2f%% above %.2f%%", psi.Some.Avg10, p.cfg.PSISomeAvg10Percent))
-			}
-		}
-		if psi.Full != nil {
-			summary += fmt.Sprintf(", full avg10 %.2f%%", psi.Full.Avg10)
-			if p.cfg.PSIFullAvg10Percent > 0 && psi.Full.Avg10 > p.cfg.PSIFullAvg10Percent {
-				problems = append(problems, fmt.Sprintf("PSI full avg10 %.2f%% above %.2f%%", psi.Full.Avg10, p.cfg.PSIFullAvg10Percent))
-			}
-		}
-	} else {
-		summary += ", PSI unavailable"
-	}
+	psiSummary, psiProblems := p.checkPSI(fs)
+	summary += psiSummary
+	problems = append(problems, psiProblems...)
 	if len(problems) > 0 {
-		s.Health, s.Reason, s.Message = Unhealthy, "MemoryPressure", strings.Join(problems, "; ")
+		s.Verdict, s.Reason, s.Message = Unhealthy, "MemoryPressure", strings.Join(problems, "; ")
 		return s
 	}
-	s.Health, s.Reason, s.Message = Healthy, "MemoryAvailable", summary
+	s.Verdict, s.Reason, s.Message = Healthy, "MemoryAvailable", summary
 	return s
 }
 
-func (p *MemoryProbe) recordPSI(psi procfs.PSIStats) {
-	if p.metrics == nil {
-		return
+// checkPSI compares the memory PSI averages with their thresholds; without
+// PSI (an old kernel) it says so and finds nothing.
+func (p *MemoryProbe) checkPSI(fs procfs.FS) (summary string, problems []string) {
+	psi, err := fs.PSIStatsForResource("memory")
+	if err != nil {
+		return ", PSI unavailable", nil
 	}
+	p.recordPSI(psi)
+	if psi.Some != nil {
+		summary += fmt.Sprintf(", PSI some avg10 %.2f%%", psi.Some.Avg10)
+		if p.cfg.PSISomeAvg10Percent > 0 && psi.Some.Avg10 > p.cfg.PSISomeAvg10Percent {
+			problems = append(problems, fmt.Sprintf("PSI some avg10 %.2f%% above %.2f%%", psi.Some.Avg10, p.cfg.PSISomeAvg10Percent))
+		}
+	}
+	if psi.Full != nil {
+		summary += fmt.Sprintf(", full avg10 %.2f%%", psi.Full.Avg10)
+		if p.cfg.PSIFullAvg10Percent > 0 && psi.Full.Avg10 > p.cfg.PSIFullAvg10Percent {
+			problems = append(problems, fmt.Sprintf("PSI full avg10 %.2f%% above %.2f%%", psi.Full.Avg10, p.cfg.PSIFullAvg10Percent))
+		}
+	}
+	return summary, problems
+}
+
+func (p *MemoryProbe) recordPSI(psi procfs.PSIStats) {
 	for kind, line := range map[string]*procfs.PSILine{"some": psi.Some, "full": psi.Full} {
 		if line == nil {
 			continue
@@ -146,10 +227,4 @@ func (p *MemoryProbe) recordPSI(psi procfs.PSIStats) {
 		p.metrics.psiAverage.WithLabelValues(kind, "300s").Set(line.Avg300 / 100)
 		p.metrics.psiStalled.set(kind, float64(line.Total)/1e6)
 	}
-}
-
-func (p *MemoryProbe) unknown(s Signal, reason string, err error) Signal {
-	p.metrics.ProbeError(p.Name())
-	s.Health, s.Reason, s.Message = Unknown, reason, err.Error()
-	return s
 }

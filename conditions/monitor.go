@@ -17,6 +17,7 @@ type Monitor struct {
 	probes  []Probe
 	metrics *Metrics
 	log     *slog.Logger
+	now     func() time.Time
 
 	mu      sync.Mutex
 	hyst    map[corev1.NodeConditionType]*Hysteresis
@@ -24,16 +25,36 @@ type Monitor struct {
 	changes chan struct{}
 }
 
-// NewMonitor prepares probes; one probe per condition type.
-func NewMonitor(probes []Probe, hc HysteresisConfig, m *Metrics, log *slog.Logger) *Monitor {
+// MonitorConfig wires a Monitor.
+type MonitorConfig struct {
+	// Probes are sampled; one probe per condition type.
+	Probes     []Probe
+	Hysteresis HysteresisConfig
+	// Metrics receive the conditions and the unreadable samples; nil
+	// records nothing.
+	Metrics *Metrics
+	Log     *slog.Logger
+	// Now is the clock the quiet periods are timed with; time.Now when nil.
+	// Samples carry the time of their probe's clock.
+	Now func() time.Time
+}
+
+// NewMonitor prepares the probes of cfg.
+func NewMonitor(cfg MonitorConfig) *Monitor {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	mon := &Monitor{
-		probes: probes, metrics: m, log: log,
-		hyst:    make(map[corev1.NodeConditionType]*Hysteresis, len(probes)),
-		sampled: make(map[corev1.NodeConditionType]bool, len(probes)),
+		probes: cfg.Probes, metrics: cfg.Metrics, log: cfg.Log, now: cfg.Now,
+		hyst:    make(map[corev1.NodeConditionType]*Hysteresis, len(cfg.Probes)),
+		sampled: make(map[corev1.NodeConditionType]bool, len(cfg.Probes)),
 		changes: make(chan struct{}, 1),
 	}
-	for _, p := range probes {
-		mon.hyst[p.Condition()] = NewHysteresis(p.Condition(), hc)
+	for _, p := range cfg.Probes {
+		mon.hyst[p.Condition()] = NewHysteresis(p.Condition(), cfg.Hysteresis)
 	}
 	return mon
 }
@@ -70,9 +91,9 @@ func (m *Monitor) Run(ctx context.Context) {
 
 func (m *Monitor) runProbe(ctx context.Context, p Probe) {
 	wake := make(chan struct{}, 1)
-	if n, ok := p.(Notifier); ok {
+	if src, ok := p.(EventSource); ok {
 		go func() {
-			if err := n.Notify(ctx, wake); err != nil {
+			if err := src.Watch(ctx, wake); err != nil {
 				m.log.Info("probe events unavailable; polling only", "probe", p.Name(), "reason", err)
 			}
 		}()
@@ -95,6 +116,9 @@ func (m *Monitor) runProbe(ctx context.Context, p Probe) {
 // to sample next: the probe's interval, or sooner when a True condition's
 // quiet period ends.
 func (m *Monitor) observe(s Signal, p Probe) time.Duration {
+	if s.Verdict == Unknown {
+		m.metrics.ProbeError(p.Name())
+	}
 	m.mu.Lock()
 	h := m.hyst[p.Condition()]
 	m.sampled[p.Condition()] = true
@@ -114,7 +138,7 @@ func (m *Monitor) observe(s Signal, p Probe) time.Duration {
 	}
 	next := p.Interval()
 	if !quietUntil.IsZero() {
-		if d := time.Until(quietUntil) + 10*time.Millisecond; d < next {
+		if d := quietUntil.Sub(m.now()) + 10*time.Millisecond; d < next {
 			next = max(d, 10*time.Millisecond)
 		}
 	}

@@ -10,13 +10,75 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 )
+
+const (
+	networkName      = "network"
+	networkCondition = v1alpha1.ConditionNetworkUnavailable
+)
+
+var networkKind = probeKind{
+	name: networkName, condition: networkCondition, taint: "network-unavailable",
+	section: func(c *Config) section { return &c.Network },
+	build: func(c *Config, env *Env) Probe {
+		var opts []NetworkOption
+		if env != nil {
+			opts = env.NetworkOptions
+		}
+		return NewNetworkProbe(c.Network, env, opts...)
+	},
+}
+
+// NetworkConfig: a default route whose link is up with carrier and holds a
+// global address.
+type NetworkConfig struct {
+	Enabled bool `json:"enabled"`
+	// Family is "ipv4", "ipv6" or "any" (either family's default route).
+	Family string `json:"family"`
+	// Interface, when set, must be the default route's output link.
+	Interface string `json:"interface,omitempty"`
+	// RelistInterval re-reads everything as a backstop to the events.
+	RelistInterval metav1.Duration `json:"relistInterval"`
+}
+
+func (c *NetworkConfig) enabled() bool { return c.Enabled }
+
+func (c *NetworkConfig) setDefaults() {
+	*c = NetworkConfig{Enabled: true, Family: "any", RelistInterval: metav1.Duration{Duration: time.Minute}}
+}
+
+func (c *NetworkConfig) validate(prefix string, errs *FieldErrors) {
+	switch c.Family {
+	case "ipv4", "ipv6", "any":
+	default:
+		errs.Add(prefix+"family", c.Family, `must be "ipv4", "ipv6" or "any"`)
+	}
+	errs.positive(prefix+"relistInterval", c.RelistInterval)
+}
+
+// networkMetrics: the verdict as a gauge, and the re-opened subscriptions.
+type networkMetrics struct {
+	up           prometheus.Gauge
+	resubscribes prometheus.Counter
+}
+
+func newNetworkMetrics(reg prometheus.Registerer) *networkMetrics {
+	m := &networkMetrics{
+		up: gauge("network_up", "1 when a default route leaves through an up link with carrier and a global address."),
+		resubscribes: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodeward_netlink_resubscribes_total",
+			Help: "Netlink subscriptions re-opened after their channel closed (ENOBUFS after a burst, for one)."}),
+	}
+	reg.MustRegister(m.up, m.resubscribes)
+	return m
+}
 
 // NetworkProbe decides network availability from netlink: available when a
 // default route (of the configured family) leaves through a link that is up,
@@ -24,7 +86,8 @@ import (
 // wake it at once.
 type NetworkProbe struct {
 	cfg     NetworkConfig
-	metrics *Metrics
+	metrics *networkMetrics
+	now     func() time.Time
 	// ns is the network namespace to watch; -1 (netns.None) is the
 	// caller's own.
 	ns netns.NsHandle
@@ -48,9 +111,11 @@ func InNetworkNamespace(ns netns.NsHandle) NetworkOption {
 }
 
 // NewNetworkProbe watches the process's network namespace unless an option
-// says otherwise.
-func NewNetworkProbe(cfg NetworkConfig, m *Metrics, opts ...NetworkOption) *NetworkProbe {
-	p := &NetworkProbe{cfg: cfg, metrics: orDiscard(m), ns: netns.None(), initialBuffer: netlinkInitialBuffer}
+// says otherwise, and registers its metrics on env's Registerer; a nil env
+// stands for the defaults.
+func NewNetworkProbe(cfg NetworkConfig, env *Env, opts ...NetworkOption) *NetworkProbe {
+	p := &NetworkProbe{cfg: cfg, metrics: newNetworkMetrics(env.registerer()), now: env.now(),
+		ns: netns.None(), initialBuffer: netlinkInitialBuffer}
 	for _, o := range opts {
 		o(p)
 	}
@@ -58,9 +123,9 @@ func NewNetworkProbe(cfg NetworkConfig, m *Metrics, opts ...NetworkOption) *Netw
 }
 
 func (p *NetworkProbe) Interval() time.Duration { return p.cfg.RelistInterval.Duration }
-func (p *NetworkProbe) Name() string            { return "network" }
+func (p *NetworkProbe) Name() string            { return networkName }
 func (p *NetworkProbe) Condition() corev1.NodeConditionType {
-	return v1alpha1.ConditionNetworkUnavailable
+	return networkCondition
 }
 
 // Close releases the netlink socket.
@@ -101,12 +166,12 @@ func (p *NetworkProbe) families() []int {
 
 // Sample lists routes, links and addresses once.
 func (p *NetworkProbe) Sample(context.Context) Signal {
-	s := Signal{Condition: p.Condition(), At: time.Now()}
+	s := Signal{Condition: p.Condition(), At: p.now()}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h, err := p.netlinkHandle()
 	if err != nil {
-		return p.unknown(s, err)
+		return unknown(s, "NetlinkUnreadable", err)
 	}
 	var problems []string
 	reason := "NoDefaultRoute"
@@ -116,7 +181,7 @@ func (p *NetworkProbe) Sample(context.Context) Signal {
 			routes, err = h.RouteList(nil, family) // the table changed under the dump
 		}
 		if err != nil {
-			return p.unknown(s, fmt.Errorf("list routes: %w", err))
+			return unknown(s, "NetlinkUnreadable", fmt.Errorf("list routes: %w", err))
 		}
 		for _, r := range routes {
 			if !isDefaultRoute(r) {
@@ -125,11 +190,11 @@ func (p *NetworkProbe) Sample(context.Context) Signal {
 			for _, index := range routeLinks(r) {
 				ok, why, err := p.checkLink(h, index, family)
 				if err != nil {
-					return p.unknown(s, err)
+					return unknown(s, "NetlinkUnreadable", err)
 				}
 				if ok {
-					p.metrics.setGauge(p.metrics.networkUp, 1)
-					s.Health, s.Reason, s.Message = Healthy, "DefaultRouteUp", why
+					p.metrics.up.Set(1)
+					s.Verdict, s.Reason, s.Message = Healthy, "DefaultRouteUp", why
 					return s
 				}
 				if len(problems) == 0 {
@@ -142,8 +207,8 @@ func (p *NetworkProbe) Sample(context.Context) Signal {
 	if len(problems) == 0 {
 		problems = append(problems, fmt.Sprintf("no default route (%s)", p.cfg.Family))
 	}
-	p.metrics.setGauge(p.metrics.networkUp, 0)
-	s.Health, s.Reason, s.Message = Unhealthy, reason, strings.Join(problems, "; ")
+	p.metrics.up.Set(0)
+	s.Verdict, s.Reason, s.Message = Unhealthy, reason, strings.Join(problems, "; ")
 	return s
 }
 
@@ -200,10 +265,4 @@ func routeLinks(r netlink.Route) []int {
 		links = append(links, hop.LinkIndex)
 	}
 	return links
-}
-
-func (p *NetworkProbe) unknown(s Signal, err error) Signal {
-	p.metrics.ProbeError(p.Name())
-	s.Health, s.Reason, s.Message = Unknown, "NetlinkUnreadable", err.Error()
-	return s
 }

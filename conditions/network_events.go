@@ -16,11 +16,11 @@ const (
 	netlinkMaxBuffer     = 8 << 20
 )
 
-// Notify subscribes to link, address and route changes and wakes the probe
+// Watch subscribes to link, address and route changes and wakes the probe
 // on each. A subscription channel closes on any receive error (ENOBUFS
 // after a burst included); the set is then re-opened with ListExisting, so
 // nothing changed meanwhile is missed, and a larger buffer.
-func (p *NetworkProbe) Notify(ctx context.Context, wake chan<- struct{}) error {
+func (p *NetworkProbe) Watch(ctx context.Context, wake chan<- struct{}) error {
 	buffer := p.initialBuffer
 	sub, err := p.subscribe(buffer)
 	if err != nil {
@@ -45,7 +45,7 @@ func (p *NetworkProbe) Notify(ctx context.Context, wake chan<- struct{}) error {
 		sub.close()
 		buffer = min(buffer*2, netlinkMaxBuffer)
 		p.resubscribes.Add(1)
-		p.metrics.NetlinkResubscribe()
+		p.metrics.resubscribes.Inc()
 		slog.Info("netlink subscription closed; resubscribing", "probe", p.Name(), "receiveBuffer", buffer)
 		if sub, err = p.resubscribe(ctx, buffer); err != nil {
 			return err

@@ -73,7 +73,7 @@ func watchNetwork(t *testing.T, ns *TestNetns, tune func(*NetworkProbe)) (*Netwo
 	if tune != nil {
 		tune(probe)
 	}
-	mon := NewMonitor([]Probe{probe}, HysteresisConfig{BadSamples: 1}, nil, slog.New(slog.DiscardHandler))
+	mon := NewMonitor(MonitorConfig{Probes: []Probe{probe}, Hysteresis: HysteresisConfig{BadSamples: 1}, Log: slog.New(slog.DiscardHandler)})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { mon.Run(ctx); close(done) }()
@@ -135,14 +135,14 @@ func TestNetworkProbeInterfaceAndFamily(t *testing.T) {
 		defer p.Close()
 		return p.Sample(context.Background())
 	}
-	if s := sample(NetworkConfig{Family: "any"}); s.Health != Healthy || !strings.Contains(s.Message, "nw0") {
-		t.Errorf("any: %v %q", s.Health, s.Message)
+	if s := sample(NetworkConfig{Family: "any"}); s.Verdict != Healthy || !strings.Contains(s.Message, "nw0") {
+		t.Errorf("any: %v %q", s.Verdict, s.Message)
 	}
-	if s := sample(NetworkConfig{Family: "ipv6"}); s.Health != Unhealthy || s.Reason != "NoDefaultRoute" {
-		t.Errorf("ipv6 without a default route: %v %s", s.Health, s.Reason)
+	if s := sample(NetworkConfig{Family: "ipv6"}); s.Verdict != Unhealthy || s.Reason != "NoDefaultRoute" {
+		t.Errorf("ipv6 without a default route: %v %s", s.Verdict, s.Reason)
 	}
-	if s := sample(NetworkConfig{Family: "ipv4", Interface: "eth9"}); s.Health != Unhealthy || s.Reason != "OtherInterface" {
-		t.Errorf("other interface: %v %s", s.Health, s.Reason)
+	if s := sample(NetworkConfig{Family: "ipv4", Interface: "eth9"}); s.Verdict != Unhealthy || s.Reason != "OtherInterface" {
+		t.Errorf("other interface: %v %s", s.Verdict, s.Reason)
 	}
 }
 

@@ -1,23 +1,83 @@
 package conditions
 
-// Probes builds the enabled probes of cfg, in condition order. Close
-// releases what they hold.
-func Probes(cfg Config, m *Metrics, netOpts ...NetworkOption) []Probe {
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// probeKinds are the probes nodeward knows, in condition order (the order
+// of v1alpha1.HealthConditions). Each kind lives in one file with its config
+// section, its metrics and the condition it owns. Adding a probe is that
+// file, a line here, its section's field in Config and its condition type
+// in api/v1alpha1.
+var probeKinds = []probeKind{
+	memoryKind,
+	diskKind,
+	pidsKind,
+	networkKind,
+	runtimeKind,
+}
+
+// probeKind describes one probe for the list above.
+type probeKind struct {
+	// name names the probe in metrics and logs, and its config section.
+	name string
+	// condition is the node condition type the probe decides.
+	condition corev1.NodeConditionType
+	// taint is the name under nodeward.io/ of the default policy row.
+	taint string
+	// section is the kind's part of a Config.
+	section func(*Config) section
+	// build makes the probe of a valid cfg whose section is enabled.
+	build func(cfg *Config, env *Env) Probe
+}
+
+// section is one probe's part of the configuration.
+type section interface {
+	// enabled reports whether the probe runs.
+	enabled() bool
+	// setDefaults replaces the section with its defaults.
+	setDefaults()
+	// validate adds the section's invalid values to errs, naming each
+	// field under prefix ("memory.").
+	validate(prefix string, errs *FieldErrors)
+}
+
+// Env is what probes share besides their config sections.
+type Env struct {
+	// Registerer receives each probe's own metrics; nil registers them
+	// nowhere (`nodeward check`).
+	Registerer prometheus.Registerer
+	// Now stamps samples and decides the age of events; time.Now when nil.
+	Now func() time.Time
+	// NetworkOptions adjust the network probe (tests watch a namespace).
+	NetworkOptions []NetworkOption
+}
+
+func (e *Env) registerer() prometheus.Registerer {
+	if e == nil || e.Registerer == nil {
+		return prometheus.NewRegistry()
+	}
+	return e.Registerer
+}
+
+func (e *Env) now() func() time.Time {
+	if e == nil || e.Now == nil {
+		return time.Now
+	}
+	return e.Now
+}
+
+// Probes builds the enabled probes of cfg, in condition order; a nil env
+// stands for the defaults. Close releases what they hold.
+func Probes(cfg Config, env *Env) []Probe {
 	var out []Probe
-	if cfg.Memory.Enabled {
-		out = append(out, NewMemoryProbe(cfg.Memory, cfg.ProcRoot, m))
-	}
-	if cfg.Disk.Enabled {
-		out = append(out, NewDiskProbe(cfg.Disk, m))
-	}
-	if cfg.PIDs.Enabled {
-		out = append(out, NewPIDsProbe(cfg.PIDs, cfg.ProcRoot, m))
-	}
-	if cfg.Network.Enabled {
-		out = append(out, NewNetworkProbe(cfg.Network, m, netOpts...))
-	}
-	if cfg.Runtime.Enabled {
-		out = append(out, NewRuntimeProbe(cfg.Runtime, m))
+	for _, k := range probeKinds {
+		if k.section(&cfg).enabled() {
+			out = append(out, k.build(&cfg, env))
+		}
 	}
 	return out
 }

@@ -46,7 +46,7 @@ func TestMemoryProbeFixtures(t *testing.T) {
 	cases := []struct {
 		name   string
 		files  map[string]string
-		health Health
+		health Verdict
 		reason string
 	}{
 		{"plenty", map[string]string{"meminfo": meminfo(8<<20, 4<<20), "pressure/memory": calmPSI}, Healthy, "MemoryAvailable"},
@@ -60,8 +60,8 @@ func TestMemoryProbeFixtures(t *testing.T) {
 	for _, c := range cases {
 		root := writeProc(t, c.files)
 		s := NewMemoryProbe(cfg, root, nil).Sample(context.Background())
-		if s.Health != c.health || s.Reason != c.reason || s.Message == "" {
-			t.Errorf("%s: %v %s %q, want %v %s", c.name, s.Health, s.Reason, s.Message, c.health, c.reason)
+		if s.Verdict != c.health || s.Reason != c.reason || s.Message == "" {
+			t.Errorf("%s: %v %s %q, want %v %s", c.name, s.Verdict, s.Reason, s.Message, c.health, c.reason)
 		}
 	}
 }
@@ -75,7 +75,7 @@ func TestPIDsProbeFixtures(t *testing.T) {
 	cases := []struct {
 		name   string
 		root   string
-		health Health
+		health Verdict
 	}{
 		{"few", proc("0.10 0.20 0.30 2/345 6789\n", "4194304\n", "100000\n"), Healthy},
 		// threads-max is the lower limit here: 95 000 of 100 000 is 95%.
@@ -85,8 +85,8 @@ func TestPIDsProbeFixtures(t *testing.T) {
 		{"no pid_max", writeProc(t, map[string]string{"loadavg": "0 0 0 1/2 3\n"}), Unknown},
 	}
 	for _, c := range cases {
-		if s := NewPIDsProbe(cfg, c.root, nil).Sample(context.Background()); s.Health != c.health {
-			t.Errorf("%s: %v (%s), want %v", c.name, s.Health, s.Message, c.health)
+		if s := NewPIDsProbe(cfg, c.root, nil).Sample(context.Background()); s.Verdict != c.health {
+			t.Errorf("%s: %v (%s), want %v", c.name, s.Verdict, s.Message, c.health)
 		}
 	}
 }
@@ -96,7 +96,7 @@ func TestRealProcSmoke(t *testing.T) {
 	t.Parallel()
 	cfg := DefaultConfig()
 	for _, p := range []Probe{NewMemoryProbe(cfg.Memory, "/proc", nil), NewPIDsProbe(cfg.PIDs, "/proc", nil)} {
-		if s := p.Sample(context.Background()); s.Health == Unknown {
+		if s := p.Sample(context.Background()); s.Verdict == Unknown {
 			t.Errorf("%s on the real /proc: Unknown (%s)", p.Name(), s.Message)
 		}
 	}
@@ -111,7 +111,7 @@ func TestPSITriggerRegistersOnRealProc(t *testing.T) {
 	probe := NewMemoryProbe(DefaultConfig().Memory, "/proc", nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- probe.Notify(ctx, make(chan struct{}, 1)) }()
+	go func() { done <- probe.Watch(ctx, make(chan struct{}, 1)) }()
 	select {
 	case err := <-done:
 		t.Fatalf("trigger watch ended at once: %v", err)
@@ -128,14 +128,14 @@ func TestPSITriggerRegistersOnRealProc(t *testing.T) {
 	}
 
 	fixture := NewMemoryProbe(DefaultConfig().Memory, writeProc(t, map[string]string{"pressure/memory": calmPSI}), nil)
-	err := fixture.Notify(context.Background(), make(chan struct{}, 1))
+	err := fixture.Watch(context.Background(), make(chan struct{}, 1))
 	if err == nil || !strings.Contains(err.Error(), "not on procfs") {
 		t.Errorf("fixture trigger: %v, want a refusal saying it is not procfs", err)
 	}
 	bad := DefaultConfig().Memory
 	bad.Trigger = "some 150000 1500000" // not a multiple of 2 s
 	if os.Geteuid() != 0 {
-		err := NewMemoryProbe(bad, "/proc", nil).Notify(context.Background(), make(chan struct{}, 1))
+		err := NewMemoryProbe(bad, "/proc", nil).Watch(context.Background(), make(chan struct{}, 1))
 		if err == nil || !strings.Contains(err.Error(), "multiples of 2 s") {
 			t.Errorf("unprivileged 1.5 s window: %v, want EINVAL with the hint", err)
 		}
@@ -156,7 +156,7 @@ func TestPSITriggerFiresUnderRealMemoryPressure(t *testing.T) {
 	defer cancel()
 	wake := make(chan struct{}, 1)
 	notified := make(chan error, 1)
-	go func() { notified <- probe.Notify(ctx, wake) }()
+	go func() { notified <- probe.Watch(ctx, wake) }()
 	// Wait until the kernel has accepted the trigger before the stall starts.
 	waitUntil(t, 10*time.Second, "the trigger to be armed", func() bool { return triggerArmed(probe) })
 	stop := thrash.Start(t)
@@ -168,17 +168,17 @@ func TestPSITriggerFiresUnderRealMemoryPressure(t *testing.T) {
 		t.Fatal("no PSI trigger event in 60 s of memory thrashing")
 	}
 	s := probe.Sample(ctx)
-	if s.Health != Unhealthy || !strings.Contains(s.Message, "PSI trigger") {
-		t.Fatalf("sample after the trigger event: %v %q, want Unhealthy naming the trigger", s.Health, s.Message)
+	if s.Verdict != Unhealthy || !strings.Contains(s.Message, "PSI trigger") {
+		t.Fatalf("sample after the trigger event: %v %q, want Unhealthy naming the trigger", s.Verdict, s.Message)
 	}
 	stop()
 	waitUntil(t, 30*time.Second, "a healthy sample after the thrashing stopped", func() bool {
-		return probe.Sample(ctx).Health == Healthy
+		return probe.Sample(ctx).Verdict == Healthy
 	})
 }
 
 func triggerArmed(p *MemoryProbe) bool {
-	return testutil.ToFloat64(p.metrics.psiTriggerActive) == 1
+	return testutil.ToFloat64(p.metrics.triggerActive) == 1
 }
 
 func waitUntil(t *testing.T, timeout time.Duration, what string, ok func() bool) {
@@ -212,7 +212,7 @@ func TestPSITriggerWithReadOnlyHostProc(t *testing.T) {
 	probe := NewMemoryProbe(DefaultConfig().Memory, root, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- probe.Notify(ctx, make(chan struct{}, 1)) }()
+	go func() { done <- probe.Watch(ctx, make(chan struct{}, 1)) }()
 	deadline := time.After(10 * time.Second)
 	for !triggerArmed(probe) {
 		select {
@@ -223,8 +223,8 @@ func TestPSITriggerWithReadOnlyHostProc(t *testing.T) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	if s := probe.Sample(ctx); s.Health == Unknown {
-		t.Errorf("sample from the read-only /proc: %v %q", s.Health, s.Message)
+	if s := probe.Sample(ctx); s.Verdict == Unknown {
+		t.Errorf("sample from the read-only /proc: %v %q", s.Verdict, s.Message)
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -68,7 +68,7 @@ func NewPublisher(cfg PublisherConfig) *Publisher {
 		cfg.Log = slog.Default()
 	}
 	return &Publisher{client: cfg.Client, node: cfg.Node, table: cfg.Taints, guard: cfg.Guard, heartbeat: cfg.Heartbeat,
-		metrics: orDiscard(cfg.Metrics), log: cfg.Log, now: cfg.Now, withheld: map[string]bool{}}
+		metrics: cfg.Metrics, log: cfg.Log, now: cfg.Now, withheld: map[string]bool{}}
 }
 
 // ConditionsOutdated reports whether node lacks one of conds or shows a

@@ -32,7 +32,7 @@ func Check(ctx context.Context, probes []Probe, table TaintTable) Report {
 	conds := make([]Condition, 0, len(signals))
 	for i, s := range signals {
 		status := corev1.ConditionFalse
-		switch s.Health {
+		switch s.Verdict {
 		case Unhealthy:
 			status = corev1.ConditionTrue
 		case Unknown:

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -17,18 +18,63 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 )
+
+const (
+	runtimeName      = "runtime"
+	runtimeCondition = v1alpha1.ConditionRuntimeUnavailable
+)
+
+var runtimeKind = probeKind{
+	name: runtimeName, condition: runtimeCondition, taint: "runtime-unavailable",
+	section: func(c *Config) section { return &c.Runtime },
+	build:   func(c *Config, env *Env) Probe { return NewRuntimeProbe(c.Runtime, env) },
+}
+
+// RuntimeConfig: the container runtime's CRI socket.
+type RuntimeConfig struct {
+	Enabled bool `json:"enabled"`
+	// Endpoint is the CRI socket, unix:///path or /path.
+	Endpoint     string          `json:"endpoint"`
+	Timeout      metav1.Duration `json:"timeout"`
+	PollInterval metav1.Duration `json:"pollInterval"`
+}
+
+func (c *RuntimeConfig) enabled() bool { return c.Enabled }
+
+func (c *RuntimeConfig) setDefaults() {
+	*c = RuntimeConfig{Enabled: true, Endpoint: "unix:///run/containerd/containerd.sock",
+		Timeout: metav1.Duration{Duration: 2 * time.Second}, PollInterval: metav1.Duration{Duration: 5 * time.Second}}
+}
+
+func (c *RuntimeConfig) validate(prefix string, errs *FieldErrors) {
+	errs.positive(prefix+"timeout", c.Timeout)
+	errs.positive(prefix+"pollInterval", c.PollInterval)
+	if c.Enabled {
+		if _, err := socketPath(c.Endpoint); err != nil {
+			errs.Add(prefix+"endpoint", c.Endpoint, err.Error())
+		}
+	}
+}
+
+func newRuntimeUp(reg prometheus.Registerer) prometheus.Gauge {
+	up := gauge("runtime_up", "1 when the container runtime answers CRI Status with RuntimeReady.")
+	reg.MustRegister(up)
+	return up
+}
 
 // RuntimeProbe asks the container runtime, through its CRI socket, whether
 // it is ready (RuntimeService/Status, which CRI-O and containerd answer);
 // where the socket is containerd's it also asks containerd's own health
 // service.
 type RuntimeProbe struct {
-	cfg     RuntimeConfig
-	metrics *Metrics
+	cfg RuntimeConfig
+	up  prometheus.Gauge
+	now func() time.Time
 
 	mu sync.Mutex
 	// seen is set once the runtime has answered: a socket that then
@@ -37,16 +83,15 @@ type RuntimeProbe struct {
 	seen bool
 }
 
-// NewRuntimeProbe talks to cfg.Endpoint.
-func NewRuntimeProbe(cfg RuntimeConfig, m *Metrics) *RuntimeProbe {
-	return &RuntimeProbe{cfg: cfg, metrics: orDiscard(m)}
+// NewRuntimeProbe talks to cfg.Endpoint and registers nodeward_runtime_up
+// on env's Registerer; a nil env stands for the defaults.
+func NewRuntimeProbe(cfg RuntimeConfig, env *Env) *RuntimeProbe {
+	return &RuntimeProbe{cfg: cfg, up: newRuntimeUp(env.registerer()), now: env.now()}
 }
 
-func (p *RuntimeProbe) Interval() time.Duration { return p.cfg.PollInterval.Duration }
-func (p *RuntimeProbe) Name() string            { return "runtime" }
-func (p *RuntimeProbe) Condition() corev1.NodeConditionType {
-	return v1alpha1.ConditionRuntimeUnavailable
-}
+func (p *RuntimeProbe) Interval() time.Duration             { return p.cfg.PollInterval.Duration }
+func (p *RuntimeProbe) Name() string                        { return runtimeName }
+func (p *RuntimeProbe) Condition() corev1.NodeConditionType { return runtimeCondition }
 
 // socketPath accepts unix:///path and /path.
 func socketPath(endpoint string) (string, error) {
@@ -60,21 +105,21 @@ func socketPath(endpoint string) (string, error) {
 // Sample dials the socket afresh each time, so that a restarted runtime is
 // seen at the next sample rather than after gRPC's reconnect back-off.
 func (p *RuntimeProbe) Sample(ctx context.Context) Signal {
-	s := Signal{Condition: p.Condition(), At: time.Now()}
+	s := Signal{Condition: p.Condition(), At: p.now()}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout.Duration)
 	defer cancel()
 	path, err := socketPath(p.cfg.Endpoint)
 	if err != nil {
-		return p.unknown(s, "BadEndpoint", fmt.Errorf("runtime endpoint %q: %w", p.cfg.Endpoint, err))
+		return p.unread(s, "BadEndpoint", fmt.Errorf("runtime endpoint %q: %w", p.cfg.Endpoint, err))
 	}
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) && !p.seen {
-		return p.unknown(s, "NoRuntimeSocket", fmt.Errorf("no container runtime socket at %s", path))
+		return p.unread(s, "NoRuntimeSocket", fmt.Errorf("no container runtime socket at %s", path))
 	}
 	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		return p.unknown(s, "BadEndpoint", fmt.Errorf("dial %s: %w", path, err))
+		return p.unread(s, "BadEndpoint", fmt.Errorf("dial %s: %w", path, err))
 	}
 	defer conn.Close()
 
@@ -88,9 +133,27 @@ func (p *RuntimeProbe) Sample(ctx context.Context) Signal {
 	if v, err := cri.Version(ctx, &runtimeapi.VersionRequest{}); err == nil {
 		name = v.RuntimeName + " " + v.RuntimeVersion
 	}
-	var runtimeReady bool
-	var notes []string
-	for _, c := range st.GetStatus().GetConditions() {
+	runtimeReady, notes := readiness(st.GetStatus())
+	if !runtimeReady {
+		return p.down(s, "RuntimeNotReady", fmt.Errorf("%s on %s: %s", name, path, strings.Join(notes, "; ")))
+	}
+	if err := containerdServing(ctx, conn); err != nil {
+		return p.down(s, "ContainerdNotServing", fmt.Errorf("%s on %s: %w", name, path, err))
+	}
+	p.up.Set(1)
+	s.Verdict, s.Reason = Healthy, "RuntimeReady"
+	s.Message = fmt.Sprintf("%s on %s is ready", name, path)
+	if len(notes) > 0 {
+		s.Message += " (" + strings.Join(notes, "; ") + ")"
+	}
+	return s
+}
+
+// readiness reads RuntimeReady from a CRI status; notes say what is not
+// ready, NetworkReady included (the CNI's business and the kubelet's Ready
+// condition's: noted for people, not a reason for this condition).
+func readiness(st *runtimeapi.RuntimeStatus) (runtimeReady bool, notes []string) {
+	for _, c := range st.GetConditions() {
 		switch c.Type {
 		case runtimeapi.RuntimeReady:
 			runtimeReady = c.Status
@@ -98,26 +161,12 @@ func (p *RuntimeProbe) Sample(ctx context.Context) Signal {
 				notes = append(notes, fmt.Sprintf("RuntimeReady false: %s %s", c.Reason, c.Message))
 			}
 		case runtimeapi.NetworkReady:
-			// The CNI's business and the kubelet's Ready condition's; noted
-			// for people, not a reason for this condition.
 			if !c.Status {
 				notes = append(notes, "NetworkReady false: "+c.Reason)
 			}
 		}
 	}
-	if !runtimeReady {
-		return p.down(s, "RuntimeNotReady", fmt.Errorf("%s on %s: %s", name, path, strings.Join(notes, "; ")))
-	}
-	if err := containerdServing(ctx, conn); err != nil {
-		return p.down(s, "ContainerdNotServing", fmt.Errorf("%s on %s: %w", name, path, err))
-	}
-	p.metrics.setGauge(p.metrics.runtimeUp, 1)
-	s.Health, s.Reason = Healthy, "RuntimeReady"
-	s.Message = fmt.Sprintf("%s on %s is ready", name, path)
-	if len(notes) > 0 {
-		s.Message += " (" + strings.Join(notes, "; ") + ")"
-	}
-	return s
+	return runtimeReady, notes
 }
 
 // containerdVersionMethod is containerd's version service (request: an
@@ -157,18 +206,17 @@ func isContainerd(ctx context.Context, conn *grpc.ClientConn) (bool, error) {
 	return true, nil
 }
 
+// down: a runtime once seen is unavailable; one never seen is unknown.
 func (p *RuntimeProbe) down(s Signal, reason string, err error) Signal {
-	p.metrics.setGauge(p.metrics.runtimeUp, 0)
 	if !p.seen {
-		return p.unknown(s, reason, err)
+		return p.unread(s, reason, err)
 	}
-	s.Health, s.Reason, s.Message = Unhealthy, reason, err.Error()
+	p.up.Set(0)
+	s.Verdict, s.Reason, s.Message = Unhealthy, reason, err.Error()
 	return s
 }
 
-func (p *RuntimeProbe) unknown(s Signal, reason string, err error) Signal {
-	p.metrics.ProbeError(p.Name())
-	p.metrics.setGauge(p.metrics.runtimeUp, 0)
-	s.Health, s.Reason, s.Message = Unknown, reason, err.Error()
-	return s
+func (p *RuntimeProbe) unread(s Signal, reason string, err error) Signal {
+	p.up.Set(0)
+	return unknown(s, reason, err)
 }

@@ -109,8 +109,8 @@ func TestRuntimeProbeWithRealContainerd(t *testing.T) {
 
 	never := NewRuntimeProbe(RuntimeConfig{Endpoint: filepath.Join(dir, "none.sock"),
 		Timeout: metav1.Duration{Duration: time.Second}}, nil)
-	if s := never.Sample(context.Background()); s.Health != Unknown || s.Reason != "NoRuntimeSocket" {
-		t.Errorf("socket never seen: %v %s, want Unknown NoRuntimeSocket", s.Health, s.Reason)
+	if s := never.Sample(context.Background()); s.Verdict != Unknown || s.Reason != "NoRuntimeSocket" {
+		t.Errorf("socket never seen: %v %s, want Unknown NoRuntimeSocket", s.Verdict, s.Reason)
 	}
 }
 
@@ -131,16 +131,16 @@ func assertContainerd(t *testing.T, endpoint string, want bool) {
 	}
 }
 
-func waitHealth(t *testing.T, p Probe, want Health, timeout time.Duration) Signal {
+func waitHealth(t *testing.T, p Probe, want Verdict, timeout time.Duration) Signal {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		s := p.Sample(context.Background())
-		if s.Health == want {
+		if s.Verdict == want {
 			return s
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s still %v (%s: %s) after %v, want %v", p.Name(), s.Health, s.Reason, s.Message, timeout, want)
+			t.Fatalf("%s still %v (%s: %s) after %v, want %v", p.Name(), s.Verdict, s.Reason, s.Message, timeout, want)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -218,12 +218,12 @@ func TestRuntimeProbeFakeRuntimes(t *testing.T) {
 	endpoint, _ := startFakeRuntime(t, crio, false)
 	assertContainerd(t, endpoint, false)
 	p := NewRuntimeProbe(cfg(endpoint), nil)
-	if s := p.Sample(context.Background()); s.Health != Healthy || s.Reason != "RuntimeReady" {
-		t.Errorf("CRI-only runtime, ready: %v %s (%s), want Healthy RuntimeReady", s.Health, s.Reason, s.Message)
+	if s := p.Sample(context.Background()); s.Verdict != Healthy || s.Reason != "RuntimeReady" {
+		t.Errorf("CRI-only runtime, ready: %v %s (%s), want Healthy RuntimeReady", s.Verdict, s.Reason, s.Message)
 	}
 	crio.ready.Store(false)
-	if s := p.Sample(context.Background()); s.Health != Unhealthy || s.Reason != "RuntimeNotReady" {
-		t.Errorf("CRI-only runtime, not ready: %v %s (%s), want Unhealthy RuntimeNotReady", s.Health, s.Reason, s.Message)
+	if s := p.Sample(context.Background()); s.Verdict != Unhealthy || s.Reason != "RuntimeNotReady" {
+		t.Errorf("CRI-only runtime, not ready: %v %s (%s), want Unhealthy RuntimeNotReady", s.Verdict, s.Reason, s.Message)
 	}
 
 	ctrd := &fakeRuntime{}
@@ -231,13 +231,13 @@ func TestRuntimeProbeFakeRuntimes(t *testing.T) {
 	endpoint, health := startFakeRuntime(t, ctrd, true)
 	assertContainerd(t, endpoint, true)
 	p = NewRuntimeProbe(cfg(endpoint), nil)
-	if s := p.Sample(context.Background()); s.Health != Healthy || s.Reason != "RuntimeReady" {
-		t.Errorf("containerd, serving: %v %s (%s), want Healthy RuntimeReady", s.Health, s.Reason, s.Message)
+	if s := p.Sample(context.Background()); s.Verdict != Healthy || s.Reason != "RuntimeReady" {
+		t.Errorf("containerd, serving: %v %s (%s), want Healthy RuntimeReady", s.Verdict, s.Reason, s.Message)
 	}
 	health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	s := p.Sample(context.Background())
-	if s.Health != Unhealthy || s.Reason != "ContainerdNotServing" {
-		t.Errorf("containerd, not serving: %v %s (%s), want Unhealthy ContainerdNotServing", s.Health, s.Reason, s.Message)
+	if s.Verdict != Unhealthy || s.Reason != "ContainerdNotServing" {
+		t.Errorf("containerd, not serving: %v %s (%s), want Unhealthy ContainerdNotServing", s.Verdict, s.Reason, s.Message)
 	}
 	if !strings.Contains(s.Message, "NOT_SERVING") {
 		t.Errorf("containerd, not serving: message %q does not name the status", s.Message)

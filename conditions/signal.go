@@ -7,20 +7,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Health is what one probe sample says about its condition.
-type Health int
+// Verdict is what one probe sample says about its condition.
+type Verdict int
 
 const (
 	// Healthy: the condition does not hold (condition status False).
-	Healthy Health = iota
+	Healthy Verdict = iota
 	// Unhealthy: the condition holds (condition status True).
 	Unhealthy
 	// Unknown: the probe could not read its source; the reason says why.
 	Unknown
 )
 
-func (h Health) String() string {
-	switch h {
+func (v Verdict) String() string {
+	switch v {
 	case Healthy:
 		return "Healthy"
 	case Unhealthy:
@@ -33,7 +33,7 @@ func (h Health) String() string {
 // Signal is one sample of a probe.
 type Signal struct {
 	Condition corev1.NodeConditionType
-	Health    Health
+	Verdict   Verdict
 	// Reason is a CamelCase word for the condition's reason field.
 	Reason string
 	// Message says what was measured, for people.
@@ -56,13 +56,13 @@ type Probe interface {
 	Interval() time.Duration
 }
 
-// Notifier is implemented by probes whose source can announce changes (PSI
-// triggers, netlink). Notify sends on wake whenever the source may have
+// EventSource is implemented by probes whose source can announce changes
+// (PSI triggers, netlink). Watch sends on wake whenever the source may have
 // changed, without blocking (the channel has room for one pending wake-up),
 // until ctx ends. It returns an error, with the reason, when events are not
 // available; the probe is then polled only.
-type Notifier interface {
-	Notify(ctx context.Context, wake chan<- struct{}) error
+type EventSource interface {
+	Watch(ctx context.Context, wake chan<- struct{}) error
 }
 
 func wakeUp(wake chan<- struct{}) {
@@ -70,4 +70,11 @@ func wakeUp(wake chan<- struct{}) {
 	case wake <- struct{}{}:
 	default:
 	}
+}
+
+// unknown makes s the sample of a source that could not be read; the
+// monitor counts it in nodeward_probe_errors_total.
+func unknown(s Signal, reason string, err error) Signal {
+	s.Verdict, s.Reason, s.Message = Unknown, reason, err.Error()
+	return s
 }

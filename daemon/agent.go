@@ -56,6 +56,9 @@ type Config struct {
 // HealthConfig is the health half's configuration.
 type HealthConfig struct {
 	Conditions conditions.Config
+	// LeaseRenewInterval is how often the liveness Lease is renewed;
+	// health.DefaultLeaseRenewInterval when zero.
+	LeaseRenewInterval time.Duration
 	// Guard allows NoExecute taints; health.CoordinatorGuard when nil.
 	Guard conditions.DisruptionGuard
 	// NetworkOptions adjust the network probe (tests watch a namespace).
@@ -156,7 +159,7 @@ func (a *Agent) buildHealth(hc HealthConfig) error {
 		guard = health.CoordinatorGuard(a.client)
 	}
 	reporter, err := health.New(health.Config{
-		Client: a.client, NodeName: a.cfg.NodeName, Config: hc.Conditions, Registerer: a.cfg.Registry,
+		Client: a.client, NodeName: a.cfg.NodeName, Config: hc.Conditions, LeaseRenewInterval: hc.LeaseRenewInterval, Registerer: a.cfg.Registry,
 		Guard: guard, NetworkOptions: hc.NetworkOptions, Log: a.cfg.Log, Now: a.cfg.Now,
 	}, a.watch, a.watch.Subscribe())
 	if err != nil {

@@ -71,8 +71,8 @@ func (h *fixtureHost) setMemAvailablePercent(p int) {
 
 // fixtureConfig probes only the fixture's memory and PIDs, fast, with a
 // short quiet period.
-func fixtureConfig(root string) conditions.Config {
-	cfg := conditions.DefaultConfig()
+func fixtureConfig(root string) FileConfig {
+	cfg := DefaultFileConfig()
 	cfg.ProcRoot = root
 	cfg.MetricsAddress = "127.0.0.1:0"
 	cfg.Memory.Trigger = ""
@@ -111,10 +111,10 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // startHealth runs the real agent with its health half only.
-func startHealth(t *testing.T, rc *rest.Config, node string, cfg conditions.Config, guard conditions.DisruptionGuard) *Agent {
+func startHealth(t *testing.T, rc *rest.Config, node string, cfg FileConfig, guard conditions.DisruptionGuard) *Agent {
 	t.Helper()
 	h, err := New(Config{
-		RestConfig: rc, NodeName: node, Health: &HealthConfig{Conditions: cfg, Guard: guard},
+		RestConfig: rc, NodeName: node, Health: &HealthConfig{Conditions: cfg.Config, LeaseRenewInterval: cfg.LeaseRenewInterval.Duration, Guard: guard},
 		MetricsAddress: cfg.MetricsAddress,
 		Log:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})

@@ -52,7 +52,7 @@ func newAgentCommand() *cobra.Command {
 			}
 			agentCfg := daemon.Config{
 				RestConfig: restConfig, NodeName: nodeName,
-				Health:         &daemon.HealthConfig{Conditions: cfg},
+				Health:         &daemon.HealthConfig{Conditions: cfg.Config, LeaseRenewInterval: cfg.LeaseRenewInterval.Duration},
 				MetricsAddress: cfg.MetricsAddress, TextfileDirectory: cfg.TextfileDirectory,
 				Notifier: &systemd.Notifier{}, WatchdogInterval: watchdog, Log: log,
 			}
@@ -71,6 +71,7 @@ func newAgentCommand() *cobra.Command {
 	}
 	conn.register(cmd)
 	flags.register(cmd)
+	flags.registerAgent(cmd)
 	drainFlags.register(cmd)
 	host.register(cmd)
 	cmd.Flags().StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
@@ -117,40 +118,48 @@ func (p *protocolFlag) Set(v string) error {
 	return nil
 }
 
-// healthFlags are the health configuration: a YAML file and flags for the
-// common fields, which win over the file.
+// healthFlags are the configuration file and flags for its common fields,
+// which win over the file. `check` takes the health flags (register); the
+// agent also the flags of its own settings (registerAgent).
 type healthFlags struct {
-	configPath        string
-	procRoot          string
+	configPath      string
+	procRoot        string
+	runtimeEndpoint string
+	diskPaths       []string
+	quietPeriod     time.Duration
+	badSamples      int
+
 	metricsAddress    string
 	textfileDirectory string
-	runtimeEndpoint   string
-	diskPaths         []string
-	quietPeriod       time.Duration
-	badSamples        int
 }
 
 func (f *healthFlags) register(cmd *cobra.Command) {
 	d := conditions.DefaultConfig()
 	fl := cmd.Flags()
-	fl.StringVar(&f.configPath, "config", "", "YAML health configuration file (see docs/config.md)")
+	fl.StringVar(&f.configPath, "config", "", "YAML configuration file (see docs/config.md)")
 	fl.StringVar(&f.procRoot, "proc-root", d.ProcRoot, "where /proc is mounted")
-	fl.StringVar(&f.metricsAddress, "metrics-address", d.MetricsAddress, "address of /metrics, /healthz and /readyz; empty disables")
-	fl.StringVar(&f.textfileDirectory, "textfile-directory", "", "write nodeward.prom here for node_exporter's textfile collector")
 	fl.StringVar(&f.runtimeEndpoint, "runtime-endpoint", d.Runtime.Endpoint, "container runtime CRI socket")
 	fl.StringSliceVar(&f.diskPaths, "disk-path", d.Disk.Paths, "paths whose filesystems the disk probe watches (repeatable)")
 	fl.DurationVar(&f.quietPeriod, "quiet-period", d.Hysteresis.QuietPeriod.Duration, "time without a bad sample before a condition clears")
 	fl.IntVar(&f.badSamples, "bad-samples", d.Hysteresis.BadSamples, "consecutive bad samples before a condition turns True")
 }
 
+// registerAgent adds the flags of the agent's own settings.
+func (f *healthFlags) registerAgent(cmd *cobra.Command) {
+	d := daemon.DefaultFileConfig()
+	fl := cmd.Flags()
+	fl.StringVar(&f.metricsAddress, "metrics-address", d.MetricsAddress, "address of /metrics, /healthz and /readyz; empty disables")
+	fl.StringVar(&f.textfileDirectory, "textfile-directory", d.TextfileDirectory, "write nodeward.prom here for node_exporter's textfile collector")
+}
+
 // load reads the file (defaults without one), applies the flags that were
 // set and validates the result.
-func (f *healthFlags) load(cmd *cobra.Command) (conditions.Config, error) {
-	cfg := conditions.DefaultConfig()
+func (f *healthFlags) load(cmd *cobra.Command) (daemon.FileConfig, error) {
+	cfg := daemon.DefaultFileConfig()
 	if f.configPath != "" {
 		var err error
-		if cfg, err = conditions.LoadConfig(f.configPath); err != nil {
-			return conditions.Config{}, err
+		if cfg, err = daemon.LoadFileConfig(f.configPath); err != nil {
+			return daemon.FileConfig{}, err
 		}
 	}
 	changed := cmd.Flags().Changed
@@ -176,7 +185,7 @@ func (f *healthFlags) load(cmd *cobra.Command) (conditions.Config, error) {
 		cfg.Hysteresis.BadSamples = f.badSamples
 	}
 	if err := cfg.Validate(); err != nil {
-		return conditions.Config{}, fmt.Errorf("flags: %w", err)
+		return daemon.FileConfig{}, fmt.Errorf("flags: %w", err)
 	}
 	return cfg, nil
 }

@@ -27,7 +27,7 @@ func newCheckCommand() *cobra.Command {
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			probes := conditions.Probes(cfg, nil)
+			probes := conditions.Probes(cfg.Config, nil)
 			defer conditions.Close(probes)
 			report := conditions.Check(cmd.Context(), probes, conditions.NewTaintTable(cfg.Taints))
 			if asJSON {

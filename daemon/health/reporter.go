@@ -14,8 +14,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodeward/nodeward/api/kube"
+	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/conditions"
 )
+
+// DefaultLeaseRenewInterval is a third of the agent Lease's duration, so
+// that two renewals may fail before the Lease lapses.
+const DefaultLeaseRenewInterval = 80 * time.Second
 
 // Config wires the health half of the agent.
 type Config struct {
@@ -23,6 +28,10 @@ type Config struct {
 	Client   *kube.Client
 	NodeName string
 	Config   conditions.Config
+	// LeaseRenewInterval is how often the liveness Lease is renewed;
+	// DefaultLeaseRenewInterval when zero. It must be shorter than the
+	// Lease's duration (v1alpha1.AgentLeaseDurationSeconds).
+	LeaseRenewInterval time.Duration
 	// Registerer receives the health metrics.
 	Registerer prometheus.Registerer
 	// Guard allows NoExecute taints; nil refuses them all.
@@ -30,8 +39,22 @@ type Config struct {
 	// NetworkOptions adjust the network probe (tests watch a namespace).
 	NetworkOptions []conditions.NetworkOption
 	Log            *slog.Logger
-	// Now is the clock of the publisher and the Lease; time.Now when nil.
+	// Now is the clock of the probes, the monitor, the publisher and the
+	// Lease; time.Now when nil.
 	Now func() time.Time
+}
+
+// CheckLeaseRenewInterval says why d cannot be the liveness Lease's
+// renewal interval, nil when it can.
+func CheckLeaseRenewInterval(d time.Duration) error {
+	lease := v1alpha1.AgentLeaseDurationSeconds * time.Second
+	switch {
+	case d <= 0:
+		return errors.New("must be a positive duration")
+	case d >= lease:
+		return errors.New("must be shorter than the Lease duration (" + lease.String() + ")")
+	}
+	return nil
 }
 
 // Reporter runs the probes and keeps the node's nodeward conditions, taints
@@ -55,6 +78,12 @@ func New(cfg Config, nodes conditions.NodeCache, nodeChanged <-chan struct{}) (*
 	if err := cfg.Config.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.LeaseRenewInterval == 0 {
+		cfg.LeaseRenewInterval = DefaultLeaseRenewInterval
+	}
+	if err := CheckLeaseRenewInterval(cfg.LeaseRenewInterval); err != nil {
+		return nil, conditions.FieldErrors{{Field: "leaseRenewInterval", Value: cfg.LeaseRenewInterval, Why: err.Error()}}
+	}
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
@@ -65,10 +94,12 @@ func New(cfg Config, nodes conditions.NodeCache, nodeChanged <-chan struct{}) (*
 		cfg.Now = time.Now
 	}
 	metrics := conditions.NewMetrics(cfg.Registerer)
-	probes := conditions.Probes(cfg.Config, metrics, cfg.NetworkOptions...)
+	probes := conditions.Probes(cfg.Config, &conditions.Env{Registerer: cfg.Registerer, Now: cfg.Now,
+		NetworkOptions: cfg.NetworkOptions})
 	r := &Reporter{
-		probes:  probes,
-		monitor: conditions.NewMonitor(probes, cfg.Config.Hysteresis, metrics, cfg.Log),
+		probes: probes,
+		monitor: conditions.NewMonitor(conditions.MonitorConfig{Probes: probes, Hysteresis: cfg.Config.Hysteresis,
+			Metrics: metrics, Log: cfg.Log, Now: cfg.Now}),
 		publisher: conditions.NewPublisher(conditions.PublisherConfig{
 			Client: cfg.Client, Node: cfg.NodeName, Taints: conditions.NewTaintTable(cfg.Config.Taints),
 			Guard: cfg.Guard, Heartbeat: cfg.Config.HeartbeatInterval.Duration, Metrics: metrics, Log: cfg.Log, Now: cfg.Now,
@@ -77,7 +108,7 @@ func New(cfg Config, nodes conditions.NodeCache, nodeChanged <-chan struct{}) (*
 		changed: nodeChanged,
 	}
 	r.lease = NewLeaseRenewer(LeaseConfig{Client: cfg.Client, Node: cfg.NodeName,
-		Interval: cfg.Config.LeaseRenewInterval.Duration, Owner: nodes.Latest, Log: cfg.Log, Now: cfg.Now})
+		Interval: cfg.LeaseRenewInterval, Owner: nodes.Latest, Log: cfg.Log, Now: cfg.Now})
 	return r, nil
 }
 

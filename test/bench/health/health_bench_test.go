@@ -41,7 +41,6 @@ func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 // benchConfig disables every probe; each benchmark enables its own.
 func benchConfig() conditions.Config {
 	cfg := conditions.DefaultConfig()
-	cfg.MetricsAddress = ""
 	cfg.Memory.Enabled, cfg.Disk.Enabled, cfg.PIDs.Enabled, cfg.Network.Enabled, cfg.Runtime.Enabled = false, false, false, false, false
 	cfg.Hysteresis.QuietPeriod.Duration = 100 * time.Millisecond
 	return cfg

@@ -1,0 +1,87 @@
+package daemon
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodeward/nodeward/conditions"
+	"github.com/nodeward/nodeward/daemon/health"
+)
+
+// FileConfig is the agent's configuration file (--config): the health
+// configuration of package conditions, inline, and the settings only the
+// agent process uses. Both sit at the top level of one YAML document.
+type FileConfig struct {
+	conditions.Config `json:",inline"`
+
+	// MetricsAddress serves /metrics, /healthz and /readyz; loopback by
+	// default, empty to disable.
+	MetricsAddress string `json:"metricsAddress,omitempty"`
+	// TextfileDirectory, when set, receives nodeward.prom for
+	// node_exporter's textfile collector.
+	TextfileDirectory string `json:"textfileDirectory,omitempty"`
+	// LeaseRenewInterval is how often the agent renews its liveness Lease.
+	LeaseRenewInterval metav1.Duration `json:"leaseRenewInterval"`
+}
+
+// DefaultFileConfig is used where the file says nothing.
+func DefaultFileConfig() FileConfig {
+	return FileConfig{
+		Config:             conditions.DefaultConfig(),
+		MetricsAddress:     "127.0.0.1:9741",
+		LeaseRenewInterval: metav1.Duration{Duration: health.DefaultLeaseRenewInterval},
+	}
+}
+
+// LoadFileConfig reads a YAML file over the defaults. Unknown fields and
+// invalid values are refused with the field and the value named.
+func LoadFileConfig(path string) (FileConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return FileConfig{}, fmt.Errorf("read config: %w", err)
+	}
+	cfg, err := ParseFileConfig(data)
+	if err != nil {
+		return FileConfig{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// ParseFileConfig reads YAML over the defaults and validates the result.
+func ParseFileConfig(data []byte) (FileConfig, error) {
+	cfg := DefaultFileConfig()
+	if len(bytes.TrimSpace(data)) > 0 {
+		// A list in the file replaces the default list whole.
+		if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+			return FileConfig{}, fmt.Errorf("parse: %w", err)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return FileConfig{}, err
+	}
+	return cfg, nil
+}
+
+// Validate refuses values the agent cannot run with, naming the field; the
+// error is a conditions.FieldErrors.
+func (c *FileConfig) Validate() error {
+	var errs conditions.FieldErrors
+	if err := c.Config.Validate(); err != nil && !errors.As(err, &errs) {
+		return err
+	}
+	if c.MetricsAddress != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddress); err != nil {
+			errs.Add("metricsAddress", c.MetricsAddress, "must be host:port")
+		}
+	}
+	if err := health.CheckLeaseRenewInterval(c.LeaseRenewInterval.Duration); err != nil {
+		errs.Add("leaseRenewInterval", c.LeaseRenewInterval.Duration, err.Error())
+	}
+	return errs.Err()
+}

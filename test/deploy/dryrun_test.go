@@ -45,6 +45,9 @@ func TestOverlaysServerDryRun(t *testing.T) {
 			for _, want := range []string{
 				"daemonset.apps/nodeward-agent",
 				"validatingadmissionpolicy.admissionregistration.k8s.io/nodeward-agent-own-node",
+				"validatingadmissionpolicy.admissionregistration.k8s.io/nodeward-agent-own-lease",
+				"validatingadmissionpolicy.admissionregistration.k8s.io/nodeward-agent-delete-own-pods",
+				"validatingadmissionpolicy.admissionregistration.k8s.io/nodeward-agent-own-events",
 				"validatingadmissionpolicy.admissionregistration.k8s.io/nodeward-agent-evict-own-node",
 				"servicemonitor.monitoring.coreos.com/nodeward-agent",
 				"prometheusrule.monitoring.coreos.com/nodeward",

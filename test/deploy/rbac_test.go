@@ -59,9 +59,14 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 	// The policies start to apply once the API server has loaded them (and
 	// the eviction policy its pod parameters): wait until the agent is
 	// refused on node B before asserting anything.
+	// A write that gets through before the policy is loaded must not turn
+	// the next try into a no-op (a no-op is never refused): a new key each
+	// time.
 	gate := serviceAccountClient(t, cp, agentServiceAccount, bindings[1])
+	tries := 0
 	waitDenied(t, "the own-node policy to refuse a patch of "+nodeB, msgOtherNode, func(ctx context.Context) error {
-		return patchAnnotation(ctx, gate, nodeB, "nodeward.test/gate", "1")
+		tries++
+		return patchAnnotation(ctx, gate, nodeB, fmt.Sprintf("nodeward.test/gate-%d", tries), "1")
 	})
 	waitDenied(t, "the eviction policy to refuse evicting "+protectedB, msgOtherPod, func(ctx context.Context) error {
 		return evict(ctx, gate, ns, protectedB)
@@ -72,7 +77,7 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 			ctx := context.Background()
 			agent := serviceAccountClient(t, cp, agentServiceAccount, binding)
 
-			requireAllowed(t, "agent of A patches node A's annotations", patchAnnotation(ctx, agent, nodeA, "nodeward.test/by-"+binding.kind, "1"))
+			requireAllowed(t, "agent of A patches node A's annotations", patchAnnotation(ctx, agent, nodeA, v1alpha1.AnnotationReason, "by-"+binding.kind))
 			requireAllowed(t, "agent of A taints node A", patchTaint(ctx, agent, nodeA, "nodeward.io/test-"+strings.ToLower(binding.kind)))
 			requireAllowed(t, "agent of A patches node A's status", patchCondition(ctx, agent, nodeA))
 			requireForbidden(t, "agent of A patches node B's annotations", patchAnnotation(ctx, agent, nodeB, "nodeward.test/x", "1"), msgOtherNode)

@@ -10,7 +10,7 @@ GOBIN_DIR := $(shell go env GOPATH)/bin
 # The package timeout bounds a hung control plane; the slowest packages finish in minutes.
 TEST_FLAGS ?= -timeout 20m
 
-.PHONY: all build test test-unit testbin lint demo clean
+.PHONY: all build test test-unit testbin lint demo clean soak
 
 all: build
 
@@ -55,3 +55,8 @@ demo: testbin
 clean:
 	rm -rf bin
 	go clean -testcache
+
+# soak plays 100,000 seeded schedules of the protocol simulator (make test
+# plays 2,000).
+soak:
+	go test -timeout 3h ./test/protosim -run TestSimulate -protosim.seeds=100000

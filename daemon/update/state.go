@@ -47,6 +47,10 @@ type State struct {
 	// finalization-locked deployment does not survive a reboot: a
 	// different boot ID means the target must be staged again.
 	StagedBootID string `json:"stagedBootID,omitempty"`
+	// Finalized is true from the finalize until the boot: the next boot,
+	// planned or not, starts the target, so the node must be drained
+	// before it whatever happens to its grant.
+	Finalized bool `json:"finalized,omitempty"`
 	// FailedBoots counts the boots after finalizing that came up on the
 	// previous OS (the new deployment never booted).
 	FailedBoots int `json:"failedBoots,omitempty"`

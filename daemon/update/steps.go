@@ -29,7 +29,7 @@ func (m *Machine) steps() map[v1alpha1.Step]stepFunc {
 		v1alpha1.StepDraining:       m.draining,
 		v1alpha1.StepHooksPreReboot: m.hooksPreReboot,
 		v1alpha1.StepFinalizing:     m.finalizing,
-		v1alpha1.StepRebooting:      func(ctx context.Context, _ *corev1.Node, _ Desired) (v1alpha1.Step, error) { return m.reboot(ctx) },
+		v1alpha1.StepRebooting:      m.rebooting,
 		v1alpha1.StepVerifying:      m.verifying,
 		v1alpha1.StepWaitingHealthy: m.waitingHealthy,
 		v1alpha1.StepUncordoning:    m.uncordoning,
@@ -197,7 +197,7 @@ func (m *Machine) disruptionStillOurs(node *corev1.Node, want Desired) v1alpha1.
 		st.Cordoned, st.Grant, st.NodeUID, st.DrainSince = false, "", "", time.Time{}
 		st.Reason = "the Node object was deleted and created again mid-update: its drain is void"
 		return v1alpha1.StepStaged
-	case want.Grant != st.Grant:
+	case want.Grant != st.Grant && !st.Finalized:
 		st.Reason = "the grant was withdrawn before the reboot: giving the slot back"
 		return v1alpha1.StepYielding
 	case !node.Spec.Unschedulable:
@@ -481,6 +481,7 @@ func (m *Machine) finalizing(ctx context.Context, node *corev1.Node, want Desire
 	if err := m.cfg.OS.Finalize(ctx, m.state.Target); err != nil {
 		return v1alpha1.StepFinalizing, fmt.Errorf("finalize %s: %w", m.state.Target, err)
 	}
+	m.state.Finalized = true
 	return v1alpha1.StepRebooting, nil
 }
 
@@ -512,12 +513,36 @@ func (m *Machine) afterBoot(err error) (v1alpha1.Step, error) {
 	if err != nil {
 		return m.state.Step, err
 	}
-	m.state.BootID = ""
+	m.state.BootID, m.state.Finalized = "", false
 	if m.state.RollingBack {
 		m.state.RollingBack = false
 		return v1alpha1.StepRolledBack, nil
 	}
 	return v1alpha1.StepVerifying, nil
+}
+
+// rebooting asks for the reboot, once the node is still the cordoned,
+// drained object. A Node re-created between the finalize and the reboot
+// request (an agent crash in between) holds no grant and no cordon: the
+// agent waits in Staged for a new grant, the deployment staying finalized,
+// rather than disrupt a node the coordinator counts available. A node
+// uncordoned in that window, still granted, is cordoned and drained again.
+func (m *Machine) rebooting(ctx context.Context, node *corev1.Node, _ Desired) (v1alpha1.Step, error) {
+	if rebooted, err := m.rebooted(); err != nil || rebooted {
+		return m.afterBoot(err)
+	}
+	st := &m.state
+	switch {
+	case st.NodeUID != "" && string(node.UID) != st.NodeUID:
+		st.Cordoned, st.NodeUID, st.Grant, st.DrainSince = false, "", "", time.Time{}
+		st.Reason = "the Node object was re-created after the finalize: waiting for a new grant before draining and rebooting"
+		return v1alpha1.StepStaged, nil
+	case !node.Spec.Unschedulable:
+		st.Cordoned = false
+		st.Reason = "the node was uncordoned after the finalize: cordoning and draining again before the reboot"
+		return v1alpha1.StepCordoning, nil
+	}
+	return m.reboot(ctx)
 }
 
 func (m *Machine) reboot(ctx context.Context) (v1alpha1.Step, error) {

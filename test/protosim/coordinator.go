@@ -1,0 +1,145 @@
+package protosim
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/coordinator"
+)
+
+// expectationTimeout is how long a grant write whose answer was lost
+// counts before the API decides (coordinator.Options.ExpectationTimeout).
+const expectationTimeout = 30 * time.Second
+
+// coordinatorModel is the leader: the real planning code (coordinator.
+// Decide) over a cache that lags the API, with the controller's
+// expectations and conditional writes modelled around it. A failover
+// builds a new one: a fresh list, no expectations.
+type coordinatorModel struct {
+	w       *World
+	cache   map[string]*corev1.Node
+	pending map[string]expectation
+	grants  int
+}
+
+type expectation struct {
+	grant string
+	since time.Time
+}
+
+func newCoordinator(w *World) *coordinatorModel {
+	c := &coordinatorModel{w: w, cache: map[string]*corev1.Node{}, pending: map[string]expectation{}}
+	c.resync()
+	return c
+}
+
+// resync is a fresh list: the cache equals the API.
+func (c *coordinatorModel) resync() {
+	clear(c.cache)
+	for name, n := range c.w.nodes {
+		c.cache[name] = n.DeepCopy()
+	}
+}
+
+// refresh delivers watch events: one node's, or all that are pending.
+func (c *coordinatorModel) refresh() {
+	if c.w.rng.IntN(2) == 0 {
+		c.resync()
+		return
+	}
+	name := c.w.names[c.w.rng.IntN(len(c.w.names))]
+	if n, ok := c.w.nodes[name]; ok {
+		c.cache[name] = n.DeepCopy()
+	} else {
+		delete(c.cache, name)
+	}
+}
+
+// settle drops the expectations the cache shows, and those the API, asked
+// after expectationTimeout, shows never landed.
+func (c *coordinatorModel) settle() {
+	for node, e := range c.pending {
+		if n := c.cache[node]; n != nil && n.Annotations[v1alpha1.AnnotationGrant] == e.grant {
+			delete(c.pending, node)
+			continue
+		}
+		if c.w.now.Sub(e.since) < expectationTimeout {
+			continue
+		}
+		if n := c.w.nodes[node]; n == nil || n.Annotations[v1alpha1.AnnotationGrant] != e.grant {
+			delete(c.pending, node)
+		}
+	}
+}
+
+// reconcile plans every pool, in name order, and makes the writes.
+func (c *coordinatorModel) reconcile() {
+	c.settle()
+	pools := make([]*v1alpha1.UpdatePool, 0, len(c.w.pools))
+	for _, p := range c.w.pools {
+		q := *p // faults replace spec fields, never mutate them in place
+		pools = append(pools, &q)
+	}
+	sort.Slice(pools, func(i, j int) bool { return pools[i].Name < pools[j].Name })
+	for _, p := range pools {
+		nodes := make([]*corev1.Node, 0, len(c.cache))
+		for _, n := range c.cache {
+			nodes = append(nodes, n)
+		}
+		pending := map[string]bool{}
+		for node := range c.pending {
+			pending[node] = true
+		}
+		writes, err := coordinator.Decide(p.Name, coordinator.Snapshot{Pools: pools, Nodes: nodes,
+			AgentAlive: c.w.leaseOK, Pending: pending, Now: c.w.now}, c.nextGrant)
+		if err != nil {
+			c.w.logf("coordinator: pool %s: %v", p.Name, err)
+			continue
+		}
+		for _, wr := range writes {
+			c.write(wr)
+		}
+	}
+}
+
+func (c *coordinatorModel) nextGrant(node string) string {
+	c.grants++
+	return fmt.Sprintf("g%d-%s", c.grants, node)
+}
+
+// write makes one conditional write. A grant's expectation is recorded
+// before it; a write refused as stale drops it; a write whose answer is
+// lost may or may not have landed, and the expectation stays until settle
+// decides. A stale release is retried once if the grant is unchanged, as
+// the controller does.
+func (c *coordinatorModel) write(wr coordinator.Write) {
+	w := c.w
+	if wr.Grant != "" {
+		c.pending[wr.Node] = expectation{grant: wr.Grant, since: w.now}
+	}
+	n := w.nodes[wr.Node]
+	stale := n == nil || n.ResourceVersion != wr.ResourceVersion
+	if stale && wr.Grant == "" && n != nil && wr.Set[v1alpha1.AnnotationGrant] == nil {
+		cached := c.cache[wr.Node]
+		stale = cached == nil || n.Annotations[v1alpha1.AnnotationGrant] != cached.Annotations[v1alpha1.AnnotationGrant]
+	}
+	if stale {
+		if wr.Grant != "" {
+			delete(c.pending, wr.Node)
+		}
+		return
+	}
+	lost := w.apiFails()
+	if lost && w.rng.IntN(2) == 0 {
+		return // the write never landed; its answer was lost too
+	}
+	if wr.Grant != "" {
+		w.checkGrant(wr.Node)
+		w.logf("coordinator: grant %s to %s", wr.Grant, wr.Node)
+	}
+	_ = w.patchAnnotations(wr.Node, wr.Set)
+}

@@ -1,0 +1,198 @@
+package protosim
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/coordinator"
+	"github.com/nodeward/nodeward/drain"
+)
+
+// updating reports whether node is disrupted by an update: it holds a
+// grant its agent has not reported finished (Done or Yielded for it), its
+// agent reports a step between the cordon and the uncordon, or nodeward's
+// cordon is on it. The simulator's own reading, deliberately simpler than
+// the product's v1alpha1.Unavailable, which counts outside causes too.
+func updating(n *corev1.Node) bool {
+	a := n.Annotations
+	state := v1alpha1.Step(a[v1alpha1.AnnotationState])
+	if g := a[v1alpha1.AnnotationGrant]; g != "" &&
+		!((state == v1alpha1.StepDone || state == v1alpha1.StepYielded) && a[v1alpha1.AnnotationStateGrant] == g) {
+		return true
+	}
+	// A step name alone is not a disruption: after a Node is re-created,
+	// its agent may report a disrupting step on an object that is neither
+	// cordoned nor granted (and then goes back to Staged); a reboot of such
+	// a node is caught by checkReboot.
+	return n.Spec.Unschedulable && (state.Disrupting() || a[v1alpha1.AnnotationCordonedBy] != "")
+}
+
+func isControlPlane(n *corev1.Node) bool {
+	_, cp := n.Labels["node-role.kubernetes.io/control-plane"]
+	return cp
+}
+
+// poolMembers are the nodes pool selects, in name order.
+func (w *World) poolMembers(pool *v1alpha1.UpdatePool) []*corev1.Node {
+	sel, err := metav1.LabelSelectorAsSelector(pool.Spec.NodeSelector)
+	if err != nil {
+		return nil
+	}
+	var out []*corev1.Node
+	for _, name := range w.sortedNames() {
+		if n := w.nodes[name]; n != nil && sel.Matches(labels.Set(n.Labels)) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (w *World) sortedNames() []string {
+	names := make([]string, 0, len(w.nodes))
+	for name := range w.nodes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// checkGrant runs when the coordinator writes a grant on node: before the
+// write, the update-disrupted nodes of every pool that selects node must
+// be fewer than that pool's limit, and no other control-plane node may be
+// disrupted.
+func (w *World) checkGrant(node string) {
+	n := w.nodes[node]
+	if n == nil {
+		return
+	}
+	for _, pool := range w.pools {
+		members := w.poolMembers(pool)
+		if !containsNode(members, node) {
+			continue
+		}
+		limit, err := coordinator.MaxUnavailable(pool.Spec, len(members))
+		if err != nil {
+			continue
+		}
+		// A node disrupted under a grant counts in the pool that issued
+		// the grant (grant-pool): a node relabelled into this pool mid-
+		// update is the other pool's disruption, which the coordinator may
+		// not have seen move yet. Other disrupted nodes count where
+		// they are selected.
+		busy := 0
+		for _, m := range w.nodes {
+			if m.Name == node || !updating(m) {
+				continue
+			}
+			owner := m.Annotations[v1alpha1.AnnotationGrantPool]
+			if (owner != "" && owner == pool.Name) || (owner == "" && containsNode(members, m.Name)) {
+				busy++
+			}
+		}
+		if busy >= limit {
+			w.violate("grant on %s while %d nodes of pool %s (maxUnavailable %d) are already disrupted", node, busy, pool.Name, limit)
+		}
+	}
+	if isControlPlane(n) {
+		for _, m := range w.nodes {
+			if m.Name != node && isControlPlane(m) && updating(m) {
+				w.violate("grant on control-plane node %s while control-plane node %s is disrupted", node, m.Name)
+			}
+		}
+	}
+}
+
+func containsNode(nodes []*corev1.Node, name string) bool {
+	for _, n := range nodes {
+		if n.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// checkSteady runs after every event: at most one control-plane node
+// disrupted cluster-wide, and per pool no more disrupted nodes than the
+// limit allowed when they were granted (limitFloor keeps the largest limit
+// in force since the last moment the pool was within its current limit, so
+// lowering maxUnavailable mid-rollout is not a violation by itself).
+func (w *World) checkSteady() {
+	cp := 0
+	for _, n := range w.nodes {
+		if isControlPlane(n) && updating(n) {
+			cp++
+		}
+	}
+	if cp > 1 {
+		w.violate("%d control-plane nodes disrupted at once", cp)
+	}
+}
+
+// checkHooksHonoured runs as the agent passes a hook point: no hook of
+// point may be on the node then.
+func (w *World) checkHooksHonoured(node string, point drain.HookPoint, action string) {
+	if n := w.nodes[node]; n != nil {
+		if hooks := point.Hooks(n); len(hooks) > 0 {
+			w.violate("%s of %s while hook %s is present", action, node, point.Describe(hooks))
+		}
+	}
+}
+
+// checkReboot runs when an agent asks for a reboot: the node's drain must
+// have finished on the current Node object.
+func (w *World) checkReboot(node string) {
+	n := w.nodes[node]
+	if n == nil {
+		return
+	}
+	if uid, ok := w.drained[node]; !ok || uid != n.UID {
+		w.violate("reboot of %s without a finished drain of the current Node object", node)
+	}
+}
+
+// finalizeChecked wraps the host's Finalize with the pre-reboot hook check.
+type finalizeChecked struct {
+	*host
+	w    *World
+	name string
+}
+
+func (f finalizeChecked) Finalize(ctx context.Context, target string) error {
+	f.w.checkHooksHonoured(f.name, drain.PreReboot, "finalize")
+	return f.host.Finalize(ctx, target)
+}
+
+// Reboot checks, when the agent asks for the first reboot of a boot, that
+// the current Node object's drain finished: the agent's decision is what
+// the invariant is about (the machine goes down right after it).
+func (f finalizeChecked) Reboot(ctx context.Context, reason string) error {
+	if !f.host.rebootAsked {
+		f.w.checkReboot(f.name)
+	}
+	return f.host.Reboot(ctx, reason)
+}
+
+// converged says why the world is not at rest on target, "" when it is:
+// every node Done on target, uncordoned, holding no slot.
+func (w *World) converged(target string) string {
+	for _, name := range w.sortedNames() {
+		n := w.nodes[name]
+		switch {
+		case n.Annotations[v1alpha1.AnnotationState] != string(v1alpha1.StepDone) ||
+			n.Annotations[v1alpha1.AnnotationStateTarget] != target:
+			return fmt.Sprintf("%s in %s for %q (%s)", name, n.Annotations[v1alpha1.AnnotationState],
+				n.Annotations[v1alpha1.AnnotationStateTarget], n.Annotations[v1alpha1.AnnotationReason])
+		case n.Spec.Unschedulable:
+			return name + " still cordoned"
+		case n.Annotations[v1alpha1.AnnotationGrant] != "":
+			return name + " still holds a slot"
+		}
+	}
+	return ""
+}

@@ -1,0 +1,207 @@
+package protosim
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+)
+
+// Scenario sizes one simulated schedule.
+type Scenario struct {
+	Workers, ControlPlane int
+	Zones                 []string
+	// FaultEvents is how many events the fault phase lasts; afterwards
+	// faults stop and the world must converge within ConvergeEvents.
+	FaultEvents, ConvergeEvents int
+}
+
+// DefaultScenario is the size `make test` runs per seed.
+func DefaultScenario() Scenario {
+	return Scenario{Workers: 6, ControlPlane: 3, Zones: []string{"a", "b", "c"}, FaultEvents: 400, ConvergeEvents: 6000}
+}
+
+// Result is one schedule's outcome.
+type Result struct {
+	Seed       uint64
+	Violations []string
+	// Stuck is why the world did not converge once faults stopped ("" when
+	// it did).
+	Stuck  string
+	Events int
+	Faults map[string]int
+	Trace  []string
+}
+
+// Failed reports whether the schedule broke an invariant or did not
+// converge.
+func (r *Result) Failed() bool { return len(r.Violations) > 0 || r.Stuck != "" }
+
+const (
+	// finalOS is first used when faults stop, so every node has a target
+	// to converge on that nothing failed on.
+	fromOS, midOS, otherOS, finalOS = "os-1", "os-2", "os-3", "os-4"
+	workerPool, workerPoolB         = "workers", "workers-b"
+	cpPool                          = "control-plane"
+	poolLabel                       = "pool"
+)
+
+// Run plays one seeded schedule.
+func Run(seed uint64, sc Scenario) *Result {
+	w := newWorld(seed)
+	w.setup(sc)
+	res := &Result{Seed: seed, Faults: map[string]int{}}
+	for i := 0; i < sc.FaultEvents; i++ {
+		if w.rng.IntN(100) < 12 {
+			res.Faults[w.fault()]++
+		} else {
+			w.step()
+		}
+		res.Events++
+		w.checkSteady()
+	}
+	w.healFaults()
+	for i := 0; i < sc.ConvergeEvents; i++ {
+		w.step()
+		res.Events++
+		w.checkSteady()
+		if i%50 == 0 && w.converged(finalOS) == "" {
+			break
+		}
+	}
+	res.Stuck = w.converged(finalOS)
+	res.Violations, res.Trace = w.violations, w.trace
+	return res
+}
+
+func (w *World) setup(sc Scenario) {
+	for i := range sc.ControlPlane {
+		w.addNode(fmt.Sprintf("cp-%d", i), map[string]string{
+			"node-role.kubernetes.io/control-plane": "", "topology.kubernetes.io/zone": sc.Zones[i%len(sc.Zones)]}, fromOS)
+	}
+	for i := range sc.Workers {
+		w.addNode(fmt.Sprintf("w-%d", i), map[string]string{
+			poolLabel: workerPool, "topology.kubernetes.io/zone": sc.Zones[i%len(sc.Zones)]}, fromOS)
+	}
+	w.pools[workerPool] = newPool(workerPool, map[string]string{poolLabel: workerPool}, intstr.FromInt32(2), false)
+	w.pools[workerPoolB] = newPool(workerPoolB, map[string]string{poolLabel: workerPoolB}, intstr.FromInt32(1), false)
+	w.pools[cpPool] = newPool(cpPool, map[string]string{"node-role.kubernetes.io/control-plane": ""}, intstr.FromString("50%"), true)
+	w.coord = newCoordinator(w)
+}
+
+func newPool(name string, sel map[string]string, mu intstr.IntOrString, cp bool) *v1alpha1.UpdatePool {
+	return &v1alpha1.UpdatePool{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("pool-" + name)},
+		Spec: v1alpha1.UpdatePoolSpec{
+			NodeSelector: &metav1.LabelSelector{MatchLabels: sel}, OSImage: midOS, MaxUnavailable: &mu, ControlPlane: cp,
+			Drain: &v1alpha1.DrainSpec{Timeout: "3m", OnTimeout: "Yield"},
+		},
+	}
+}
+
+// step is one ordinary event: an agent turns, the coordinator plans, its
+// cache catches up, a requested reboot happens, or time passes.
+func (w *World) step() {
+	switch r := w.rng.IntN(100); {
+	case r < 45:
+		w.agentTurn(w.names[w.rng.IntN(len(w.names))])
+	case r < 60:
+		w.coord.reconcile()
+	case r < 72:
+		w.coord.refresh()
+	case r < 84:
+		w.rebootRequested()
+	default:
+		w.now = w.now.Add(time.Duration(1+w.rng.IntN(20)) * time.Second)
+	}
+}
+
+// agentTurn runs one step of node's agent, if it runs, and renews its Lease.
+func (w *World) agentTurn(name string) {
+	a := w.agents[name]
+	if a == nil || a.machine == nil {
+		return
+	}
+	if _, ok := w.nodes[name]; !ok {
+		return
+	}
+	w.agentSeen[name] = w.now
+	if w.registering[name] && !w.hosts[name].rebootAsked {
+		n := w.nodes[name]
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		w.bump(n)
+		delete(w.registering, name)
+	}
+	before := a.machine.State().Step
+	if _, err := a.machine.Advance(context.Background()); err != nil {
+		w.logf("%s: %s: %v", name, before, err)
+	}
+	if after := a.machine.State().Step; after != before {
+		w.logf("%s: %s → %s %s", name, before, after, a.machine.State().Reason)
+	}
+}
+
+// rebootRequested reboots one host whose agent asked for it.
+func (w *World) rebootRequested() {
+	for _, name := range w.names {
+		if h := w.hosts[name]; h.rebootAsked {
+			w.logf("%s: reboots (planned)", name)
+			h.reboot()
+			w.agents[name].start()
+			return
+		}
+	}
+}
+
+// healFaults ends the fault phase: the API answers, PDBs allow evictions,
+// admins uncordon, hooks are removed, pools resume on a target that boots,
+// every node is Ready and in the pool it started in.
+func (w *World) healFaults() {
+	w.apiFailRate = 0
+	clear(w.pdbBlocked)
+	clear(w.registering)
+	for name := range w.adminCordoned {
+		if n := w.nodes[name]; n != nil {
+			n.Spec.Unschedulable = false
+			w.bump(n)
+		}
+	}
+	clear(w.adminCordoned)
+	for _, n := range w.nodes {
+		for k := range n.Annotations {
+			if hasHookPrefix(k) {
+				delete(n.Annotations, k)
+			}
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		w.bump(n)
+	}
+	for _, h := range w.hosts {
+		clear(h.brokenTargets)
+		h.failNextBoot = false
+	}
+	for _, p := range w.pools {
+		one := intstr.FromInt32(1)
+		p.Spec.Paused, p.Spec.OSImage, p.Spec.MaxUnavailable = false, finalOS, &one
+	}
+	for _, name := range w.names {
+		if _, ok := w.nodes[name]; !ok {
+			w.recreateNode(name)
+		}
+		if w.agents[name].machine == nil {
+			w.agents[name].start()
+		}
+	}
+	w.logf("faults healed; target %s", finalOS)
+}
+
+func hasHookPrefix(key string) bool {
+	return len(key) > len(v1alpha1.PreDrainHookPrefix) && key[:len(v1alpha1.PreDrainHookPrefix)] == v1alpha1.PreDrainHookPrefix ||
+		len(key) > len(v1alpha1.PreRebootHookPrefix) && key[:len(v1alpha1.PreRebootHookPrefix)] == v1alpha1.PreRebootHookPrefix
+}

@@ -1,0 +1,153 @@
+// Package protosim is the protocol simulator: the real coordinator planning
+// code and the real agent state machine (daemon/update, through its ports)
+// driven by a seeded scheduler over an in-memory model of the API server,
+// the hosts (staged and booted deployments, locked finalization lost on a
+// reboot), reboots and a clock. Faults — coordinator failover with a stale
+// cache, agent kill -9 between any two steps, state-directory loss, power
+// cuts, API writes that fail, nodes relabelled between pools, pool edits,
+// Node delete and re-create, kubelet conditions flapping, admin cordons,
+// hooks, PDB-blocked drains — interleave with the agents' and the
+// coordinator's steps, and the invariants of docs/protocol.md are checked
+// after every event with the product's own definition of unavailable
+// (api/v1alpha1.Unavailable).
+//
+// The model explores interleavings; behaviour is proven on the real API
+// server by the other test packages.
+package protosim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+)
+
+// World is the model: the API server's objects, the hosts, the agents and
+// the coordinator, and the record of violations.
+type World struct {
+	rng  *rand.Rand
+	now  time.Time
+	rv   int
+	uids int
+
+	nodes map[string]*corev1.Node
+	names []string // creation order
+	pools map[string]*v1alpha1.UpdatePool
+	// agentSeen is when each agent last renewed its Lease.
+	agentSeen map[string]time.Time
+
+	hosts  map[string]*host
+	agents map[string]*agent
+	coord  *coordinatorModel
+
+	// registering are re-created Nodes whose kubelet has not reported
+	// Ready yet.
+	registering   map[string]bool
+	pdbBlocked    map[string]bool
+	adminCordoned map[string]bool
+	// drained records, per node, the Node object whose drain finished.
+	drained map[string]types.UID
+
+	apiFailRate float64
+	trace       []string
+	traceLen    int
+	// afterViolation counts the trace lines after the first violation.
+	afterViolation int
+	violations     []string
+}
+
+// leaseDuration is how long an agent's Lease lasts without renewal.
+const leaseDuration = time.Duration(v1alpha1.AgentLeaseDurationSeconds) * time.Second
+
+func newWorld(seed uint64) *World {
+	return &World{
+		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), traceLen: 120,
+		now:       time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC),
+		nodes:     map[string]*corev1.Node{},
+		pools:     map[string]*v1alpha1.UpdatePool{},
+		agentSeen: map[string]time.Time{},
+		hosts:     map[string]*host{}, agents: map[string]*agent{},
+		pdbBlocked: map[string]bool{}, registering: map[string]bool{}, adminCordoned: map[string]bool{}, drained: map[string]types.UID{},
+	}
+}
+
+func (w *World) clock() time.Time { return w.now }
+
+func (w *World) apiFails() bool { return w.apiFailRate > 0 && w.rng.Float64() < w.apiFailRate }
+
+func (w *World) bump(n *corev1.Node) {
+	w.rv++
+	n.ResourceVersion = strconv.Itoa(w.rv)
+}
+
+func (w *World) logf(format string, args ...any) {
+	if w.afterViolation > 20 {
+		return // keep the trace that led to the first violation
+	}
+	if len(w.violations) > 0 {
+		w.afterViolation++
+	}
+	line := fmt.Sprintf("%s ", w.now.Format("15:04:05")) + fmt.Sprintf(format, args...)
+	w.trace = append(w.trace, line)
+	if keep := w.traceLen; len(w.trace) > keep {
+		w.trace = w.trace[len(w.trace)-keep:]
+	}
+}
+
+func (w *World) violate(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	w.logf("VIOLATION %s", msg)
+	w.violations = append(w.violations, msg)
+}
+
+// addNode creates a Ready Node with labels, a host booted into os and an
+// agent started on it.
+func (w *World) addNode(name string, labels map[string]string, os string) {
+	w.uids++
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(fmt.Sprintf("uid-%d", w.uids)),
+			Labels: labels, Annotations: map[string]string{}, CreationTimestamp: metav1.NewTime(w.now)},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+	}
+	w.bump(n)
+	w.nodes[name] = n
+	if !slices.Contains(w.names, name) {
+		w.names = append(w.names, name)
+	}
+	if _, ok := w.hosts[name]; !ok {
+		w.hosts[name] = newHost(os)
+		w.agents[name] = &agent{w: w, name: name, store: &memStore{}}
+		w.agents[name].start()
+	}
+	w.agentSeen[name] = w.now
+}
+
+// patchAnnotations is a JSON merge patch of annotations (nil removes).
+func (w *World) patchAnnotations(node string, set map[string]*string) error {
+	n, ok := w.nodes[node]
+	if !ok {
+		return fmt.Errorf("node %s not found", node)
+	}
+	for k, v := range set {
+		if v == nil {
+			delete(n.Annotations, k)
+		} else {
+			n.Annotations[k] = *v
+		}
+	}
+	w.bump(n)
+	return nil
+}
+
+// leaseOK reports whether node's agent renewed its Lease recently.
+func (w *World) leaseOK(node string) bool {
+	seen, ok := w.agentSeen[node]
+	return ok && w.now.Before(seen.Add(leaseDuration))
+}

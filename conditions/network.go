@@ -96,6 +96,9 @@ type NetworkProbe struct {
 	// to provoke ENOBUFS); resubscribes counts re-opened subscriptions.
 	initialBuffer int
 	resubscribes  atomic.Int64
+	// unprivileged is set once a subscription as root failed with EPERM
+	// (no CAP_NET_ADMIN); later ones use an ordinary buffer at once.
+	unprivileged atomic.Bool
 
 	mu     sync.Mutex
 	handle *netlink.Handle

@@ -2,9 +2,11 @@ package conditions
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -27,6 +29,7 @@ func (p *NetworkProbe) Watch(ctx context.Context, wake chan<- struct{}) error {
 		return err
 	}
 	defer func() { sub.close() }()
+	wakeUp(wake) // a full sample, whether or not the subscription listed
 	for {
 		var ok bool
 		select {
@@ -53,6 +56,7 @@ func (p *NetworkProbe) Watch(ctx context.Context, wake chan<- struct{}) error {
 		if sub == nil {
 			return nil
 		}
+		wakeUp(wake)
 	}
 }
 
@@ -102,7 +106,29 @@ func (s *subscription) close() {
 	}()
 }
 
+// subscribe opens the link, address and route subscriptions. As root it
+// forces the receive buffer (SO_RCVBUFFORCE, past net.core.rmem_max) and
+// asks for the existing objects (ListExisting), both of which need
+// CAP_NET_ADMIN (the library sends the dump request to the subscription's
+// multicast groups). Where that is not permitted — a DaemonSet that drops
+// the capability, a hardened unit — it falls back to an ordinary buffer
+// without the listing: events are still delivered, and Watch wakes the
+// probe after every (re)subscription, so a full sample takes the listing's
+// place.
 func (p *NetworkProbe) subscribe(buffer int) (*subscription, error) {
+	privileged := os.Geteuid() == 0 && !p.unprivileged.Load()
+	sub, err := p.subscribeWith(buffer, privileged)
+	if err != nil && privileged && errors.Is(err, syscall.EPERM) {
+		p.unprivileged.Store(true)
+		slog.Info("netlink: no CAP_NET_ADMIN to force the receive buffer; subscribing with an ordinary buffer",
+			"probe", p.Name(), "buffer", buffer)
+		return p.subscribeWith(buffer, false)
+	}
+	return sub, err
+}
+
+func (p *NetworkProbe) subscribeWith(buffer int, privileged bool) (*subscription, error) {
+	force, listExisting := privileged, privileged
 	sub := &subscription{
 		done:   make(chan struct{}),
 		links:  make(chan netlink.LinkUpdate, 64),
@@ -113,7 +139,6 @@ func (p *NetworkProbe) subscribe(buffer int) (*subscription, error) {
 	if p.ns.IsOpen() {
 		ns = &p.ns
 	}
-	force := os.Geteuid() == 0 // SO_RCVBUFFORCE needs CAP_NET_ADMIN
 	onError := func(err error) { slog.Debug("netlink receive error", "probe", p.Name(), "err", err) }
 	subscribed := 0
 	fail := func(what string, err error) (*subscription, error) {
@@ -127,19 +152,19 @@ func (p *NetworkProbe) subscribe(buffer int) (*subscription, error) {
 		return nil, fmt.Errorf("subscribe to %s changes: %w", what, err)
 	}
 	if err := netlink.LinkSubscribeWithOptions(sub.links, sub.done, netlink.LinkSubscribeOptions{
-		Namespace: ns, ListExisting: true, ReceiveBufferSize: buffer, ReceiveBufferForceSize: force, ErrorCallback: onError,
+		Namespace: ns, ListExisting: listExisting, ReceiveBufferSize: buffer, ReceiveBufferForceSize: force, ErrorCallback: onError,
 	}); err != nil {
 		return fail("link", err)
 	}
 	subscribed++
 	if err := netlink.AddrSubscribeWithOptions(sub.addrs, sub.done, netlink.AddrSubscribeOptions{
-		Namespace: ns, ListExisting: true, ReceiveBufferSize: buffer, ReceiveBufferForceSize: force, ErrorCallback: onError,
+		Namespace: ns, ListExisting: listExisting, ReceiveBufferSize: buffer, ReceiveBufferForceSize: force, ErrorCallback: onError,
 	}); err != nil {
 		return fail("address", err)
 	}
 	subscribed++
 	if err := netlink.RouteSubscribeWithOptions(sub.routes, sub.done, netlink.RouteSubscribeOptions{
-		Namespace: ns, ListExisting: true, ReceiveBufferSize: buffer, ReceiveBufferForceSize: force, ErrorCallback: onError,
+		Namespace: ns, ListExisting: listExisting, ReceiveBufferSize: buffer, ReceiveBufferForceSize: force, ErrorCallback: onError,
 	}); err != nil {
 		return fail("route", err)
 	}

@@ -4,15 +4,18 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -184,4 +187,71 @@ func TestNetworkProbeResubscribesAfterOverflow(t *testing.T) {
 	ns.In("link", "set", "nw1", "up")
 	waitStatus(t, 5*time.Second, status, corev1.ConditionFalse)
 	t.Logf("resubscribes: %d", probe.resubscribes.Load())
+}
+
+// TestNetworkProbeSubscribesWithoutCapNetAdmin: root without CAP_NET_ADMIN
+// (the DaemonSet drops it, a hardened unit may) cannot force the netlink
+// receive buffer; the probe falls back to an ordinary buffer and events
+// still arrive. The capability is dropped from this test's own thread
+// only, which dies with the test goroutine.
+func TestNetworkProbeSubscribesWithoutCapNetAdmin(t *testing.T) {
+	t.Parallel()
+	ns := NewTestNetns(t)
+	// The probe subscribes in its caller's namespace (the host's, for the
+	// agent): this thread enters the test's namespace first.
+	probe := NewNetworkProbe(NetworkConfig{Enabled: true, Family: "ipv4", RelistInterval: metav1.Duration{Duration: time.Hour}}, nil)
+	t.Cleanup(probe.Close)
+	subs := make(chan *subscription, 1)
+	errs := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread goes with the goroutine
+		if err := netns.Set(ns.Handle); err != nil {
+			errs <- err
+			return
+		}
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var data [2]unix.CapUserData
+		if err := unix.Capget(&hdr, &data[0]); err != nil {
+			errs <- err
+			return
+		}
+		data[unix.CAP_NET_ADMIN/32].Effective &^= 1 << (unix.CAP_NET_ADMIN % 32)
+		if err := unix.Capset(&hdr, &data[0]); err != nil {
+			errs <- err
+			return
+		}
+		sub, err := probe.subscribe(1 << 20)
+		if err != nil {
+			errs <- err
+			return
+		}
+		subs <- sub
+	}()
+	var sub *subscription
+	select {
+	case err := <-errs:
+		t.Fatalf("subscribe without CAP_NET_ADMIN (forced buffer refused: %v): %v", probe.unprivileged.Load(), err)
+	case sub = <-subs:
+	case <-time.After(10 * time.Second):
+		t.Fatal("subscribe did not return")
+	}
+	defer sub.close()
+	if !probe.unprivileged.Load() {
+		t.Fatal("the forced buffer was not refused: the test did not drop CAP_NET_ADMIN")
+	}
+	ns.In("link", "set", "nw1", "down")
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case u, ok := <-sub.links:
+			if !ok {
+				t.Fatal("link subscription closed")
+			}
+			if u.Attrs().Name == "nw1" && u.Attrs().Flags&net.FlagUp == 0 {
+				return // the event arrived through the ordinary buffer
+			}
+		case <-deadline:
+			t.Fatal("no link event for nw1 going down within 5 s")
+		}
+	}
 }

@@ -29,6 +29,7 @@ type Publisher struct {
 	metrics   *Metrics
 	log       *slog.Logger
 	now       func() time.Time
+	beat      func(busy bool)
 
 	mu       sync.Mutex
 	withheld map[string]bool // NoExecute keys already reported withheld
@@ -54,6 +55,9 @@ type PublisherConfig struct {
 	Log       *slog.Logger
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Beat is called on every turn of Run: busy while it writes. The
+	// agent's watchdog follows it. Optional.
+	Beat func(busy bool)
 }
 
 // NewPublisher builds the writer of one Node's conditions and taints.
@@ -67,7 +71,10 @@ func NewPublisher(cfg PublisherConfig) *Publisher {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Publisher{client: cfg.Client, node: cfg.Node, table: cfg.Taints, guard: cfg.Guard, heartbeat: cfg.Heartbeat,
+	if cfg.Beat == nil {
+		cfg.Beat = func(bool) {}
+	}
+	return &Publisher{beat: cfg.Beat, client: cfg.Client, node: cfg.Node, table: cfg.Taints, guard: cfg.Guard, heartbeat: cfg.Heartbeat,
 		metrics: cfg.Metrics, log: cfg.Log, now: cfg.Now, withheld: map[string]bool{}}
 }
 

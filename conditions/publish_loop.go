@@ -36,22 +36,26 @@ func (p *Publisher) Run(ctx context.Context, monitor *Monitor, nodes NodeCache, 
 	defer retry.Stop()
 	backoff := publishRetryMin
 	for {
-		beat := false
+		heartbeatDue := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-monitor.Changes():
 		case <-nodeChanged:
 		case <-heartbeat.C:
-			beat = true
+			heartbeatDue = true
 		case <-retry.C:
 		}
+		p.beat(false)
 		if !monitor.Ready() {
 			// Unknown → Unknown is no change; look again soon.
 			retry.Reset(100 * time.Millisecond)
 			continue
 		}
-		if err := p.publish(ctx, nodes, monitor.Conditions(), beat); err != nil {
+		p.beat(true)
+		err := p.publish(ctx, nodes, monitor.Conditions(), heartbeatDue)
+		p.beat(false)
+		if err != nil {
 			msg := err.Error()
 			p.lastErr.Store(&msg)
 			p.log.Warn("publishing node health failed; retrying", "node", p.node, "in", backoff, "err", err)

@@ -1,10 +1,7 @@
 package coordinator
 
 import (
-	"net/http"
-
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Metrics are the coordinator's Prometheus metrics.
@@ -12,7 +9,6 @@ type Metrics struct {
 	grants      *prometheus.CounterVec
 	unavailable *prometheus.GaugeVec
 	queue       *prometheus.GaugeVec
-	requests    *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg when reg is
@@ -28,22 +24,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		queue: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "nodeward_pool_waiting_nodes", Help: "Nodes of the pool that need the target and hold no slot.",
 		}, []string{"pool"}),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nodeward_coordinator_api_requests_total", Help: "Requests the coordinator sent to the API server, by method.",
-		}, []string{"method"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.grants, m.unavailable, m.queue, m.requests)
+		reg.MustRegister(m.grants, m.unavailable, m.queue)
 	}
 	return m
 }
 
 func (m *Metrics) observe(pool string, p *poolPlan) {
 	m.unavailable.WithLabelValues(pool).Set(float64(len(p.unavailable) + len(p.grant)))
-}
-
-// WrapTransport counts the coordinator's API requests; use it as the
-// rest.Config's WrapTransport.
-func (m *Metrics) WrapTransport(rt http.RoundTripper) http.RoundTripper {
-	return promhttp.InstrumentRoundTripperCounter(m.requests, rt)
 }

@@ -158,9 +158,13 @@ func (a *Agent) buildHealth(hc HealthConfig) error {
 		// disruption guard allows them.
 		guard = health.CoordinatorGuard(a.client)
 	}
+	// The publisher turns at least every heartbeat; a write (with the
+	// client's retries) is bounded well within healthBusyLimit.
+	heartbeat := cmp.Or(hc.Conditions.HeartbeatInterval.Duration, 5*time.Minute)
 	reporter, err := health.New(health.Config{
 		Client: a.client, NodeName: a.cfg.NodeName, Config: hc.Conditions, LeaseRenewInterval: hc.LeaseRenewInterval, Registerer: a.cfg.Registry,
 		Guard: guard, NetworkOptions: hc.NetworkOptions, Log: a.cfg.Log, Now: a.cfg.Now,
+		Beat: a.liveness.Register("health", heartbeat+time.Minute, healthBusyLimit),
 	}, a.watch, a.watch.Subscribe())
 	if err != nil {
 		return err
@@ -222,6 +226,10 @@ func (a *Agent) buildUpdate(rc *rest.Config, uc UpdateConfig) error {
 	a.readiness.Add("update", SyncedCheck(a.machine.Synced()))
 	return nil
 }
+
+// healthBusyLimit bounds one publish of conditions and taints for the
+// watchdog.
+const healthBusyLimit = 10 * time.Minute
 
 // updateBusyLimit bounds one action of the update machine for the
 // watchdog: osupdate's longest call (a download, 1 h) and its transaction

@@ -43,7 +43,11 @@ func newCoordinatorCommand() *cobra.Command {
 			}
 			reg := prometheus.NewRegistry()
 			metrics := coordinator.NewMetrics(reg)
-			cfg.WrapTransport = metrics.WrapTransport
+			count, err := kube.RequestCounter(reg, "coordinator")
+			if err != nil {
+				return fmt.Errorf("register API request metrics: %w", err)
+			}
+			cfg.Wrap(count)
 			// Every grant costs a few writes (grant, release, Events, a
 			// throttled status); at client-go's default 5 QPS, or even 50,
 			// the client's own rate limiter, not the API server, would set

@@ -42,6 +42,9 @@ type Config struct {
 	// Now is the clock of the probes, the monitor, the publisher and the
 	// Lease; time.Now when nil.
 	Now func() time.Time
+	// Beat is the publisher loop's heartbeat for the agent's watchdog
+	// (conditions.PublisherConfig.Beat). Optional.
+	Beat func(busy bool)
 }
 
 // CheckLeaseRenewInterval says why d cannot be the liveness Lease's
@@ -103,6 +106,7 @@ func New(cfg Config, nodes conditions.NodeCache, nodeChanged <-chan struct{}) (*
 		publisher: conditions.NewPublisher(conditions.PublisherConfig{
 			Client: cfg.Client, Node: cfg.NodeName, Taints: conditions.NewTaintTable(cfg.Config.Taints),
 			Guard: cfg.Guard, Heartbeat: cfg.Config.HeartbeatInterval.Duration, Metrics: metrics, Log: cfg.Log, Now: cfg.Now,
+			Beat: cfg.Beat,
 		}),
 		nodes:   nodes,
 		changed: nodeChanged,

@@ -228,7 +228,7 @@ func measure(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inter
 	return latencies, scrapeRequests(metricsAddr) - reqStart, nil
 }
 
-// scrapeRequests sums nodeward_coordinator_api_requests_total.
+// scrapeRequests sums nodeward_api_requests_total{component="coordinator"}.
 func scrapeRequests(addr string) float64 {
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
@@ -238,7 +238,7 @@ func scrapeRequests(addr string) float64 {
 	body, _ := io.ReadAll(resp.Body)
 	total := 0.0
 	for _, line := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(line, "nodeward_coordinator_api_requests_total") {
+		if strings.HasPrefix(line, "nodeward_api_requests_total{") {
 			f := strings.Fields(line)
 			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
 			total += v

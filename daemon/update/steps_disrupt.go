@@ -1,0 +1,220 @@
+package update
+
+// The steps that disrupt the node: cordon, drain, finalize, reboot.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/drain"
+)
+
+func (m *Machine) cordoning(ctx context.Context, node *corev1.Node, _ Desired) (v1alpha1.Step, error) {
+	if len(drain.PreDrain.Hooks(node)) > 0 {
+		return v1alpha1.StepHooksPreDrain, nil // a hook came back since it was checked
+	}
+	byUs, err := m.cfg.Workloads.Cordon(ctx)
+	if err != nil {
+		return v1alpha1.StepCordoning, fmt.Errorf("cordon: %w", err)
+	}
+	if !byUs {
+		m.state.Reason = "node was cordoned by someone else; nodeward leaves it alone"
+		return v1alpha1.StepYielding, nil
+	}
+	m.state.Cordoned, m.state.NodeUID = true, string(node.UID)
+	return v1alpha1.StepDraining, nil
+}
+
+// disruptionStillOurs checks, between the cordon and the reboot, that the
+// Node is the object nodeward cordoned, still cordoned, and still granted
+// the slot; otherwise the reboot must not happen on this drain. It returns
+// the step to go back to, or "" when all holds.
+func (m *Machine) disruptionStillOurs(node *corev1.Node, want Desired) v1alpha1.Step {
+	st := &m.state
+	switch {
+	case st.NodeUID != "" && string(node.UID) != st.NodeUID:
+		// A new object: not cordoned, not drained, no grant. Nothing of
+		// this update's disruption holds; start over from Staged.
+		st.Cordoned, st.Grant, st.NodeUID, st.DrainSince = false, "", "", time.Time{}
+		st.Reason = "the Node object was deleted and created again mid-update: its drain is void"
+		return v1alpha1.StepStaged
+	case want.Grant != st.Grant && !st.Finalized:
+		st.Reason = "the grant was withdrawn before the reboot: giving the slot back"
+		return v1alpha1.StepYielding
+	case !node.Spec.Unschedulable:
+		st.Reason = "the node was uncordoned mid-update: cordoning and draining again"
+		return v1alpha1.StepCordoning
+	}
+	return ""
+}
+
+func (m *Machine) draining(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
+	if back := m.disruptionStillOurs(node, want); back != "" {
+		return back, nil
+	}
+	return m.drain(ctx, want)
+}
+
+func (m *Machine) hooksPreReboot(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
+	if back := m.disruptionStillOurs(node, want); back != "" {
+		return back, nil
+	}
+	if hooks := m.heldBy(ctx, node, drain.PreReboot); len(hooks) > 0 {
+		m.state.Reason = "waiting: " + drain.PreReboot.Describe(hooks)
+		return v1alpha1.StepHooksPreReboot, nil
+	}
+	m.state.Reason = ""
+	// The boot ID goes on disk before finalizing: rpm-ostree may reboot by
+	// itself as soon as the deployment is unlocked.
+	return m.markBoot(v1alpha1.StepFinalizing)
+}
+
+func (m *Machine) drain(ctx context.Context, want Desired) (v1alpha1.Step, error) {
+	st := &m.state
+	if st.DrainSince.IsZero() {
+		st.DrainSince = m.cfg.Now()
+	}
+	attempt, cancel := context.WithTimeout(ctx, m.cfg.DrainAttempt)
+	err := m.cfg.Workloads.Drain(attempt)
+	cancel()
+	if err == nil {
+		st.Reason = ""
+		return v1alpha1.StepHooksPreReboot, nil
+	}
+	timeout := m.cfg.DrainTimeout
+	if want.DrainTimeout > 0 {
+		timeout = want.DrainTimeout
+	}
+	blockedFor := m.cfg.Now().Sub(st.DrainSince)
+	st.Reason = "drain: " + err.Error()
+	if want.ForceOnDrainTimeout && blockedFor > timeout {
+		// The forced drain first lets evictions work for forceAfter;
+		// its attempt must outlast that or it never gets to force.
+		attempt, cancel := context.WithTimeout(ctx, forceAfter+m.cfg.DrainAttempt)
+		ferr := m.cfg.Workloads.ForceDrain(attempt)
+		cancel()
+		if ferr == nil {
+			st.Reason = ""
+			// The drain package recorded a DrainForced Event per pod.
+			m.cfg.Log.Warn("drain forced: blocking pods deleted without eviction (pool onTimeout Force)",
+				"blockedFor", blockedFor.Round(time.Second), "blockedBy", err)
+			return v1alpha1.StepHooksPreReboot, nil
+		}
+		err = ferr
+	}
+	if want.YieldOnDrainTimeout && blockedFor > timeout {
+		st.Reason = fmt.Sprintf("drain blocked for %s: %v", blockedFor.Round(1e9), err)
+		return v1alpha1.StepYielding, nil
+	}
+	if errors.Is(err, drain.ErrBlocked) || errors.Is(err, context.DeadlineExceeded) {
+		return v1alpha1.StepDraining, nil // waiting, not failing
+	}
+	return v1alpha1.StepDraining, fmt.Errorf("drain: %w", err)
+}
+
+func (m *Machine) finalizing(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
+	if rebooted, err := m.rebooted(); err != nil || rebooted {
+		return m.afterBoot(err) // finalization rebooted the machine
+	}
+	if back := m.disruptionStillOurs(node, want); back != "" {
+		return back, nil
+	}
+	if len(drain.PreReboot.Hooks(node)) > 0 {
+		return v1alpha1.StepHooksPreReboot, nil // a hook came back since it was checked
+	}
+	lost, err := m.stagingLost()
+	if err != nil {
+		return v1alpha1.StepFinalizing, err
+	}
+	if lost || m.cfg.StageAfterDrain {
+		if err := m.stage(ctx); err != nil {
+			return v1alpha1.StepFinalizing, err
+		}
+	}
+	if err := m.cfg.OS.Finalize(ctx, m.state.Target); err != nil {
+		return v1alpha1.StepFinalizing, fmt.Errorf("finalize %s: %w", m.state.Target, err)
+	}
+	m.state.Finalized = true
+	return v1alpha1.StepRebooting, nil
+}
+
+// markBoot records the current boot ID and moves to next. From then on a
+// different boot ID proves the machine rebooted, and the same one that it
+// did not, whatever the agent did in between: the reboot is never asked
+// for again once it happened.
+func (m *Machine) markBoot(next v1alpha1.Step) (v1alpha1.Step, error) {
+	id, err := m.cfg.BootID()
+	if err != nil {
+		return m.state.Step, fmt.Errorf("read boot ID: %w", err)
+	}
+	m.state.BootID = id
+	return next, nil
+}
+
+// rebooted reports whether the machine booted since markBoot.
+func (m *Machine) rebooted() (bool, error) {
+	id, err := m.cfg.BootID()
+	if err != nil {
+		return false, fmt.Errorf("read boot ID: %w", err)
+	}
+	return id != m.state.BootID, nil
+}
+
+// afterBoot is the step after the reboot: verification, or after a
+// rollback the report of it.
+func (m *Machine) afterBoot(err error) (v1alpha1.Step, error) {
+	if err != nil {
+		return m.state.Step, err
+	}
+	m.state.BootID, m.state.Finalized = "", false
+	if m.state.RollingBack {
+		m.state.RollingBack = false
+		return v1alpha1.StepRolledBack, nil
+	}
+	return v1alpha1.StepVerifying, nil
+}
+
+// rebooting asks for the reboot, once the node is still the cordoned,
+// drained object. A Node re-created between the finalize and the reboot
+// request (an agent crash in between) holds no grant and no cordon: the
+// agent waits in Staged for a new grant, the deployment staying finalized,
+// rather than disrupt a node the coordinator counts available. A node
+// uncordoned in that window, still granted, is cordoned and drained again.
+func (m *Machine) rebooting(ctx context.Context, node *corev1.Node, _ Desired) (v1alpha1.Step, error) {
+	if rebooted, err := m.rebooted(); err != nil || rebooted {
+		return m.afterBoot(err)
+	}
+	st := &m.state
+	switch {
+	case st.NodeUID != "" && string(node.UID) != st.NodeUID:
+		st.Cordoned, st.NodeUID, st.Grant, st.DrainSince = false, "", "", time.Time{}
+		st.Reason = "the Node object was re-created after the finalize: waiting for a new grant before draining and rebooting"
+		return v1alpha1.StepStaged, nil
+	case !node.Spec.Unschedulable:
+		st.Cordoned = false
+		st.Reason = "the node was uncordoned after the finalize: cordoning and draining again before the reboot"
+		return v1alpha1.StepCordoning, nil
+	}
+	return m.reboot(ctx)
+}
+
+func (m *Machine) reboot(ctx context.Context) (v1alpha1.Step, error) {
+	if rebooted, err := m.rebooted(); err != nil || rebooted {
+		return m.afterBoot(err)
+	}
+	now := m.cfg.Now()
+	if !m.rebootAsked.IsZero() && now.Sub(m.rebootAsked) < m.cfg.RebootRetry {
+		return v1alpha1.StepRebooting, nil // asked already; waiting to go down
+	}
+	m.rebootAsked = now
+	if err := m.cfg.Reboot.Reboot(ctx, "nodeward: boot "+orNone(m.state.Target)); err != nil {
+		m.rebootAsked = time.Time{}
+		return v1alpha1.StepRebooting, fmt.Errorf("reboot: %w", err)
+	}
+	return v1alpha1.StepRebooting, nil
+}

@@ -1,0 +1,130 @@
+package update
+
+// The steps before any disruption: staging the target and taking a grant.
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/drain"
+)
+
+func (m *Machine) staging(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
+	st := &m.state
+	if want.Target != st.Target {
+		return m.restart(ctx, node, want)
+	}
+	if m.cfg.StageAfterDrain {
+		return v1alpha1.StepStaged, nil // staged in Finalizing, after the drain
+	}
+	if err := m.stage(ctx); err != nil {
+		return v1alpha1.StepStaging, err
+	}
+	// Staged before the slot unless the grant arrived first.
+	st.StagedBeforeSlot = want.Grant == ""
+	return v1alpha1.StepStaged, nil
+}
+
+// stage stages the target and records the boot it was staged in.
+func (m *Machine) stage(ctx context.Context) error {
+	id, err := m.cfg.BootID()
+	if err != nil {
+		return fmt.Errorf("read boot ID: %w", err)
+	}
+	if err := m.cfg.OS.Stage(ctx, m.state.Target); err != nil {
+		return fmt.Errorf("stage %s: %w", m.state.Target, err)
+	}
+	m.state.StagedBootID = id
+	return nil
+}
+
+// stagingLost reports whether the machine booted since the target was
+// staged: a finalization-locked deployment does not survive a reboot.
+func (m *Machine) stagingLost() (bool, error) {
+	if m.state.StagedBootID == "" {
+		return false, nil // staged by an agent that did not record the boot
+	}
+	id, err := m.cfg.BootID()
+	if err != nil {
+		return false, fmt.Errorf("read boot ID: %w", err)
+	}
+	return id != m.state.StagedBootID, nil
+}
+
+func (m *Machine) staged(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
+	st := &m.state
+	if want.Target != st.Target {
+		return m.restart(ctx, node, want)
+	}
+	if lost, err := m.stagingLost(); err != nil || lost {
+		st.Reason = "the staged deployment did not survive a reboot: staging again"
+		return v1alpha1.StepStaging, err
+	}
+	if want.Grant == "" {
+		return v1alpha1.StepStaged, nil
+	}
+	if why := m.unusableGrant(want); why != "" {
+		// Give the grant back at once rather than hold a slot it will
+		// never use: the coordinator releases a Yielded grant.
+		st.Grant, st.Reason = want.Grant, why
+		return v1alpha1.StepYielded, nil
+	}
+	st.Grant, st.Reason = want.Grant, ""
+	if m.cfg.Metrics != nil {
+		m.cfg.Metrics.granted(st.StagedBeforeSlot)
+	}
+	return v1alpha1.StepGranted, nil
+}
+
+// unusableGrant says why the machine does not take want's grant, "" when
+// it does: there is none, it was issued for another target than the one
+// staged, or it is the grant of the previous update.
+func (m *Machine) unusableGrant(want Desired) string {
+	switch {
+	case want.Grant == "":
+		return ""
+	case want.GrantTarget != m.state.Target:
+		return fmt.Sprintf("grant %s was issued for target %q, not the staged %q: waiting for a grant for this target",
+			want.Grant, want.GrantTarget, m.state.Target)
+	case want.Grant == m.state.LastGrant:
+		return fmt.Sprintf("grant %s was used for the previous update: waiting for a new grant", want.Grant)
+	}
+	return ""
+}
+
+// slotStillHeld checks, before any disruption, that the grant taken is
+// still the coordinator's and the staged deployment still there; if not,
+// the machine goes back to Staged (or Staging) without having disrupted
+// anything.
+func (m *Machine) slotStillHeld(want Desired) (v1alpha1.Step, bool, error) {
+	if want.Grant == "" || want.Grant != m.state.Grant {
+		m.state.Grant = ""
+		return v1alpha1.StepStaged, false, nil // grant withdrawn before any disruption
+	}
+	if lost, err := m.stagingLost(); err != nil || lost {
+		return v1alpha1.StepStaging, false, err
+	}
+	return "", true, nil
+}
+
+func (m *Machine) granted(_ context.Context, _ *corev1.Node, want Desired) (v1alpha1.Step, error) {
+	if next, ok, err := m.slotStillHeld(want); !ok {
+		return next, err
+	}
+	return v1alpha1.StepHooksPreDrain, nil
+}
+
+func (m *Machine) hooksPreDrain(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
+	if next, ok, err := m.slotStillHeld(want); !ok {
+		return next, err
+	}
+	if hooks := m.heldBy(ctx, node, drain.PreDrain); len(hooks) > 0 {
+		m.state.Reason = "waiting: " + drain.PreDrain.Describe(hooks)
+		return v1alpha1.StepHooksPreDrain, nil
+	}
+	m.state.Reason = ""
+	return v1alpha1.StepCordoning, nil
+}

@@ -17,16 +17,23 @@ import (
 	"github.com/nodeward/nodeward/systemd"
 )
 
-// TestReadinessNotifiesOverARealSocket checks /readyz and that READY=1 and
-// STATUS= reach a unixgram NOTIFY_SOCKET, as systemd would read them.
-func TestReadinessNotifiesOverARealSocket(t *testing.T) {
+// listenNotify is a unixgram NOTIFY_SOCKET, as systemd listens on.
+func listenNotify(t *testing.T) (*net.UnixConn, string) {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "notify.sock")
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
 	t.Setenv("NOTIFY_SOCKET", sock)
+	return conn, sock
+}
+
+// TestReadinessNotifiesOverARealSocket checks /readyz and that READY=1 and
+// STATUS= reach a unixgram NOTIFY_SOCKET, as systemd would read them.
+func TestReadinessNotifiesOverARealSocket(t *testing.T) {
+	conn, sock := listenNotify(t)
 
 	synced := make(chan struct{})
 	r := &Readiness{Notifier: &systemd.Notifier{}}
@@ -70,13 +77,7 @@ func TestReadinessNotifiesOverARealSocket(t *testing.T) {
 // NOTIFY_SOCKET at half the interval while the loops are alive, and stops
 // as soon as one is stuck, so that systemd's restart means a wedged loop.
 func TestWatchdogPingsOnlyWhileLoopsTurn(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "notify.sock")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	t.Setenv("NOTIFY_SOCKET", sock)
+	conn, _ := listenNotify(t)
 
 	var mu sync.Mutex
 	now := time.Unix(1_700_000_000, 0)

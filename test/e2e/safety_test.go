@@ -24,6 +24,19 @@ func annotate(t *testing.T, p *pool, name string, kv map[string]any) {
 	patchNode(t, p, name, map[string]any{"metadata": map[string]any{"annotations": kv}})
 }
 
+// holdHealth keeps name's post-reboot check failing until the returned
+// flag is set.
+func holdHealth(p *pool, name string) *atomic.Bool {
+	var healthy atomic.Bool
+	p.nodes[name].Check = func(ctx context.Context, n *corev1.Node) (bool, string, error) {
+		if !healthy.Load() {
+			return false, "held by the test", nil
+		}
+		return update.Serving(ctx, n)
+	}
+	return &healthy
+}
+
 // TestUnplannedRebootWhileStagedStagesAgain: the locked staged deployment
 // is lost in a power cut while the node waits for its slot; the agent
 // stages again, and the update then finishes with one planned reboot.
@@ -79,15 +92,9 @@ func TestGrantForAnotherTargetIsRefused(t *testing.T) {
 // the grant so that Done releases it, and lifts nodeward's cordon.
 func TestStateLossAfterTheRebootReleasesTheSlot(t *testing.T) {
 	t.Parallel()
-	var healthy atomic.Bool
 	p := newPool(t, "stateloss", poolOptions{count: 1})
 	name := p.names[0]
-	p.nodes[name].Check = func(ctx context.Context, n *corev1.Node) (bool, string, error) {
-		if !healthy.Load() {
-			return false, "held by the test", nil
-		}
-		return update.Serving(ctx, n)
-	}
+	healthy := holdHealth(p, name)
 	p.startAgents()
 	p.grant(toOS, 1, 0)
 	p.waitStep(name, v1alpha1.StepWaitingHealthy, 2*time.Minute)
@@ -110,15 +117,9 @@ func TestStateLossAfterTheRebootReleasesTheSlot(t *testing.T) {
 // uncordons, reports Done, and says what was wrong in a Warning Event.
 func TestMalformedAnnotationDoesNotFreezeTheUpdate(t *testing.T) {
 	t.Parallel()
-	var healthy atomic.Bool
 	p := newPool(t, "badannot", poolOptions{count: 1})
 	name := p.names[0]
-	p.nodes[name].Check = func(ctx context.Context, n *corev1.Node) (bool, string, error) {
-		if !healthy.Load() {
-			return false, "held by the test", nil
-		}
-		return update.Serving(ctx, n)
-	}
+	healthy := holdHealth(p, name)
 	p.startAgents()
 	p.grant(toOS, 1, 0)
 	p.waitStep(name, v1alpha1.StepWaitingHealthy, 2*time.Minute)

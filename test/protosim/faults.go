@@ -1,13 +1,10 @@
 package protosim
 
 import (
-	"fmt"
 	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
@@ -111,14 +108,7 @@ func (w *World) recreateNode(node string) {
 	for k, v := range old.Labels {
 		labels[k] = v
 	}
-	w.uids++
-	n := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: node, UID: types.UID(fmt.Sprintf("uid-%d", w.uids)),
-			Labels: labels, Annotations: map[string]string{}, CreationTimestamp: metav1.NewTime(w.now)},
-		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}},
-	}
-	w.bump(n)
-	w.nodes[node] = n
+	w.nodes[node] = w.newNodeObject(node, labels, corev1.ConditionFalse)
 	w.registering[node] = true
 	delete(w.adminCordoned, node)
 }

@@ -110,14 +110,7 @@ func (w *World) violate(format string, args ...any) {
 // addNode creates a Ready Node with labels, a host booted into os and an
 // agent started on it.
 func (w *World) addNode(name string, labels map[string]string, os string) {
-	w.uids++
-	n := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(fmt.Sprintf("uid-%d", w.uids)),
-			Labels: labels, Annotations: map[string]string{}, CreationTimestamp: metav1.NewTime(w.now)},
-		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
-	}
-	w.bump(n)
-	w.nodes[name] = n
+	w.nodes[name] = w.newNodeObject(name, labels, corev1.ConditionTrue)
 	if !slices.Contains(w.names, name) {
 		w.names = append(w.names, name)
 	}
@@ -127,6 +120,19 @@ func (w *World) addNode(name string, labels map[string]string, os string) {
 		w.agents[name].start()
 	}
 	w.agentSeen[name] = w.now
+}
+
+// newNodeObject is a Node as a kubelet registers it: a new UID, labels,
+// no annotations, Ready as given.
+func (w *World) newNodeObject(name string, labels map[string]string, ready corev1.ConditionStatus) *corev1.Node {
+	w.uids++
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(fmt.Sprintf("uid-%d", w.uids)),
+			Labels: labels, Annotations: map[string]string{}, CreationTimestamp: metav1.NewTime(w.now)},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}},
+	}
+	w.bump(n)
+	return n
 }
 
 // patchAnnotations is a JSON merge patch of annotations (nil removes).

@@ -53,7 +53,6 @@ type Container struct {
 	done     chan struct{}
 	exitErr  error
 	bootedAt []time.Time // when each boot's nspawn started
-	started  time.Time
 }
 
 // BootOptions configure Boot.
@@ -111,9 +110,15 @@ func cgroupRoots() []string {
 	return roots
 }
 
+// cgroupPrefix names the containers' cgroups: the test process's PID and
+// the machine name follow, so that concurrent runs do not meet and the
+// leftovers of a killed run are recognized.
+const cgroupPrefix = "nodeward-hostmode-"
+
 func (c *Container) makeCgroups() error {
 	for _, root := range cgroupRoots() {
-		dir := filepath.Join(root, "nodeward-hostmode-"+c.Name)
+		removeStaleCgroups(root)
+		dir := filepath.Join(root, fmt.Sprintf("%s%d-%s", cgroupPrefix, os.Getpid(), c.Name))
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			c.removeCgroups()
 			return fmt.Errorf("create cgroup for nspawn: %w", err)
@@ -121,6 +126,22 @@ func (c *Container) makeCgroups() error {
 		c.cgroups = append(c.cgroups, dir)
 	}
 	return nil
+}
+
+// removeStaleCgroups removes the cgroups of containers whose test process
+// is gone (it was killed before it could clean up; its containers died
+// with it).
+func removeStaleCgroups(root string) {
+	dirs, _ := filepath.Glob(filepath.Join(root, cgroupPrefix+"*"))
+	for _, dir := range dirs {
+		pid, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(dir), cgroupPrefix), "-")
+		if !ok {
+			continue
+		}
+		if n, err := strconv.Atoi(pid); err == nil && !fileExists(fmt.Sprintf("/proc/%d", n)) {
+			_ = removeCgroupTree(dir, true)
+		}
+	}
 }
 
 // nspawnArgs is the command line measured on this kind of machine (see the
@@ -133,15 +154,52 @@ func (c *Container) nspawnArgs() []string {
 		"--capability=CAP_NET_ADMIN"}
 }
 
-// command runs nspawn from a shell that first moves itself into the
-// container's cgroups.
+// supervisor is the shell between the test and nspawn. nspawn does not
+// take its container down when it is killed (the container's systemd is
+// not its child in the kernel's sense of a parent-death signal), so the
+// supervisor does: it runs in the container's cgroups (wrapper/ of each),
+// starts nspawn in machine/ (where nspawn creates its payload/ and
+// supervisor/), and on SIGTERM — the parent-death signal it gets when the
+// test process dies, or a kill from the test — kills every process in the
+// cgroups: cgroup.kill where the kernel has it, else each listed process.
+// SIGUSR1 asks nspawn for an orderly poweroff (nspawn's own SIGTERM).
+// Arguments: the cgroup directories, "--", the nspawn command line.
+const supervisor = `
+cgs=
+while [ "$1" != -- ]; do
+	mkdir -p "$1/wrapper" "$1/machine" && echo $$ > "$1/wrapper/cgroup.procs" || exit 125
+	cgs="$cgs $1"
+	shift
+done
+shift
+CGS="$cgs" sh -c 'for cg in $CGS; do echo $$ > "$cg/machine/cgroup.procs" || exit 125; done; exec "$@"' sh "$@" &
+child=$!
+killall() {
+	for cg in $cgs; do [ -e "$cg/cgroup.kill" ] && echo 1 > "$cg/cgroup.kill"; done
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		for f in $(find $cgs -name cgroup.procs); do
+			for p in $(cat "$f"); do [ "$p" != $$ ] && kill -9 "$p" 2>/dev/null; done
+		done
+		sleep 0.1
+	done
+	exit 137
+}
+trap killall TERM INT HUP
+trap 'kill -TERM $child' USR1
+while :; do
+	wait $child
+	rc=$?
+	kill -0 $child 2>/dev/null || exit $rc
+done
+`
+
+// command runs nspawn under the supervisor.
 func (c *Container) command(logFile *os.File) *exec.Cmd {
-	script := `while [ "$1" != -- ]; do echo $$ > "$1/cgroup.procs" || exit 125; shift; done; shift; exec "$@"`
-	args := append([]string{"-c", script, "sh"}, c.cgroups...)
+	args := append([]string{"-c", supervisor, "sh"}, c.cgroups...)
 	args = append(append(args, "--"), c.nspawnArgs()...)
 	cmd := exec.Command("sh", args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	return cmd
 }
 
@@ -234,7 +292,7 @@ func (c *Container) notifyLocked() {
 func (c *Container) findPID1(cmd *exec.Cmd, exited <-chan struct{}) {
 	deadline := time.After(time.Minute)
 	for {
-		if pid := pid1Below(cmd.Process.Pid, 3); pid > 0 {
+		if pid := pid1Below(cmd.Process.Pid, 4); pid > 0 {
 			c.mu.Lock()
 			if c.cmd == cmd {
 				c.pid1 = pid
@@ -451,38 +509,40 @@ func (c *Container) Stop() error {
 	case <-c.done:
 	default:
 		if cmd != nil {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Process.Signal(syscall.SIGUSR1)
 		}
 		select {
 		case <-c.done:
 		case <-time.After(time.Minute):
 			c.log("container %s did not power off in a minute: killing it", c.Name)
-			c.mu.Lock()
-			if c.cmd != nil {
-				_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-			}
-			c.mu.Unlock()
+			c.kill()
 			<-c.done
 		}
 	}
 	c.removeCgroups()
-	removeNspawnRun(c.Name, true)
+	c.removeNspawnRun(true)
 	return exitErr
 }
 
-// Kill kills nspawn with SIGKILL (a test process dying does the same
-// through the parent-death signal) and waits; the container's processes
-// die with it.
+// Kill kills the container and nspawn at once, as the test process dying
+// does, and waits.
 func (c *Container) Kill() {
 	c.mu.Lock()
 	c.stopping = true
-	if c.cmd != nil {
-		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-	}
 	c.mu.Unlock()
+	c.kill()
 	<-c.done
 	c.removeCgroups()
-	removeNspawnRun(c.Name, true)
+	c.removeNspawnRun(true)
+}
+
+// kill has the supervisor kill everything in the container's cgroups.
+func (c *Container) kill() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cmd != nil {
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	}
 }
 
 // cleanBoot removes what a finished nspawn leaves: its payload/ and
@@ -493,7 +553,7 @@ func (c *Container) cleanBoot() {
 			c.log("container %s: %v", c.Name, err)
 		}
 	}
-	removeNspawnRun(c.Name, false)
+	c.removeNspawnRun(false)
 }
 
 func (c *Container) removeCgroups() {
@@ -534,29 +594,41 @@ func removeCgroupTree(dir string, self bool) error {
 
 // removeNspawnRun removes the machine's entries under /run/systemd/nspawn
 // (nspawn cannot remove its propagation directory on a /run that is not a
-// tmpfs) and, when all, the directories nspawn created there if they are
-// empty. Only empty directories are removed: never anything mounted.
-func removeNspawnRun(name string, all bool) {
+// tmpfs, and a killed nspawn removes nothing): propagate/<name> and the
+// lock of its root directory, and, when all, the directories nspawn
+// created there if they are empty. Only empty directories are removed:
+// never anything mounted.
+func (c *Container) removeNspawnRun(all bool) {
 	const base = "/run/systemd/nspawn"
-	subs, _ := os.ReadDir(base)
-	for _, sub := range subs {
-		mine := filepath.Join(base, sub.Name(), name)
-		if entries, err := os.ReadDir(mine); err == nil {
-			for _, e := range entries {
-				_ = os.Remove(filepath.Join(mine, e.Name()))
-			}
-		}
-		_ = os.Remove(mine)
-		if all {
-			_ = os.Remove(filepath.Join(base, sub.Name()))
+	mine := filepath.Join(base, "propagate", c.Name)
+	if entries, err := os.ReadDir(mine); err == nil {
+		for _, e := range entries {
+			_ = os.Remove(filepath.Join(mine, e.Name()))
 		}
 	}
+	_ = os.Remove(mine)
+	var st syscall.Stat_t
+	if err := syscall.Stat(c.Root, &st); err == nil {
+		_ = os.Remove(filepath.Join(base, "locks", fmt.Sprintf("inode-%d:%d", st.Dev, st.Ino)))
+	}
 	if all {
-		_ = os.Remove(base)
+		for _, sub := range []string{"propagate", "locks", "unix-export", ""} {
+			_ = os.Remove(filepath.Join(base, sub))
+		}
 	}
 }
 
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// RemoveLeftovers removes what the containers of dead test processes left
+// behind: their cgroups, and the /run/systemd/nspawn entries of machine
+// name with root directory root.
+func RemoveLeftovers(name, root string) {
+	for _, r := range cgroupRoots() {
+		removeStaleCgroups(r)
+	}
+	(&Container{Name: name, Root: root}).removeNspawnRun(true)
 }

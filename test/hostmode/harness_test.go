@@ -30,9 +30,9 @@ import (
 	"github.com/nodeward/nodeward/test/sim"
 )
 
-// watchdogSec is the tests' WatchdogSec (the unit's is 60 s): the agent
+// watchdogPeriod is the tests' WatchdogSec (the unit's is 60 s): the agent
 // pings every 2 s, and a scenario sees several periods in seconds.
-const watchdogSec = 4 * time.Second
+const watchdogPeriod = 4 * time.Second
 
 // poolLabel tells the tests' pools apart; each test's coordinator manages
 // only its own.
@@ -136,7 +136,7 @@ func newHost(t *testing.T, o hostOptions) *host {
 	}
 	// The update machine re-checks every second instead of 5 s: the
 	// scenarios wait less, and a wedged loop is noticed in 13 s.
-	dropIn, err := hostmode.DropIn(h.unit, hostmode.DropInOptions{WatchdogSec: watchdogSec,
+	dropIn, err := hostmode.DropIn(h.unit, hostmode.DropInOptions{Watchdog: watchdogPeriod,
 		Args: append([]string{"--update-poll-interval=1s"}, o.args...)})
 	if err != nil {
 		t.Fatal(err)

@@ -140,8 +140,8 @@ func writeFile(path string, data []byte, mode os.FileMode) error {
 
 // DropInOptions are what a test changes in the project's unit.
 type DropInOptions struct {
-	// WatchdogSec replaces the unit's (zero keeps it).
-	WatchdogSec time.Duration
+	// Watchdog replaces the unit's WatchdogSec (zero keeps it).
+	Watchdog time.Duration
 	// Args are appended to the agent's command line, after the flags
 	// that point it at the double.
 	Args []string
@@ -164,8 +164,8 @@ func DropIn(unit []byte, o DropInOptions) (string, error) {
 	}, o.Args...)
 	var b strings.Builder
 	b.WriteString("# test/hostmode: the rpm-ostree double is the OS; everything else is the unit's.\n[Service]\n")
-	if o.WatchdogSec > 0 {
-		fmt.Fprintf(&b, "WatchdogSec=%s\n", o.WatchdogSec)
+	if o.Watchdog > 0 {
+		fmt.Fprintf(&b, "WatchdogSec=%s\n", o.Watchdog)
 	}
 	fmt.Fprintf(&b, "ExecStart=\nExecStart=%s\n", strings.Join(args, " "))
 	return b.String(), nil

@@ -23,6 +23,9 @@ var env cluster.Env
 var buildDir string
 
 func TestMain(m *testing.M) {
+	if root := os.Getenv(childRootVariable); root != "" {
+		os.Exit(runChild(root))
+	}
 	code := env.Run(m)
 	if buildDir != "" {
 		os.RemoveAll(buildDir)

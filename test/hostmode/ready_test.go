@@ -29,7 +29,7 @@ func TestReady(t *testing.T) {
 	})
 	t.Run("health-only", func(t *testing.T) {
 		h.t = t
-		dropIn, err := hostmode.DropIn(h.unit, hostmode.DropInOptions{WatchdogSec: watchdogSec,
+		dropIn, err := hostmode.DropIn(h.unit, hostmode.DropInOptions{Watchdog: watchdogPeriod,
 			Args: []string{"--update-poll-interval=1s", "--updates=false"}})
 		if err != nil {
 			t.Fatal(err)
@@ -68,22 +68,22 @@ func (h *host) assertSteady(props map[string]string) {
 			return code == http.StatusOK, fmt.Errorf("%s: %d %q (%v)", path, code, body, err)
 		})
 	}
-	if got := h.show("WatchdogUSec")["WatchdogUSec"]; got != watchdogSec.String() {
-		t.Fatalf("WatchdogUSec=%s, want the drop-in's %s", got, watchdogSec)
+	if got := h.show("WatchdogUSec")["WatchdogUSec"]; got != watchdogPeriod.String() {
+		t.Fatalf("WatchdogUSec=%s, want the drop-in's %s", got, watchdogPeriod)
 	}
 	pings := func() int64 {
 		v, _ := strconv.ParseInt(h.show("WatchdogTimestampMonotonic")["WatchdogTimestampMonotonic"], 10, 64)
 		return v
 	}
 	first := pings()
-	time.Sleep(watchdogSec*7/2 + time.Second)
+	time.Sleep(watchdogPeriod*7/2 + time.Second)
 	after := h.show("ActiveState", "SubState", "NRestarts", "MainPID", "InvocationID")
 	if after["ActiveState"] != "active" || after["SubState"] != "running" || after["NRestarts"] != "0" ||
 		after["MainPID"] != props["MainPID"] || after["InvocationID"] != props["InvocationID"] {
-		t.Fatalf("after %s: %v, want the same process (MainPID %s) active/running with 0 restarts", watchdogSec*7/2, after, props["MainPID"])
+		t.Fatalf("after %s: %v, want the same process (MainPID %s) active/running with 0 restarts", watchdogPeriod*7/2, after, props["MainPID"])
 	}
 	if last := pings(); last <= first {
-		t.Errorf("no WATCHDOG=1 received in %s (last ping at monotonic %d µs)", watchdogSec*7/2, last)
+		t.Errorf("no WATCHDOG=1 received in %s (last ping at monotonic %d µs)", watchdogPeriod*7/2, last)
 	}
 	if j := h.journal("0"); strings.Contains(j, "Watchdog timeout") {
 		t.Errorf("the watchdog fired:\n%s", j)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -453,22 +454,29 @@ func (h *host) updatePool() {
 	})
 }
 
-// pinnedPod runs a pod on the node behind a PDB that allows no eviction:
-// the drain blocks until the returned func deletes the PDB.
+// pinnedPod runs a Deployment's pod on the node behind a PDB that allows
+// no eviction: the drain blocks until the returned func deletes the PDB.
 func (h *host) pinnedPod() (release func()) {
 	h.t.Helper()
 	ctx := context.Background()
 	ns := h.cp.Namespace(h.t)
 	labels := map[string]string{"app": "pinned"}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "pinned", Namespace: ns, Labels: labels},
-		Spec: corev1.PodSpec{
-			NodeName:                      h.name,
-			Containers:                    []corev1.Container{{Name: "c", Image: "registry.invalid/pinned:1"}},
-			TerminationGracePeriodSeconds: ptr.To[int64](1),
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "pinned", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeSelector:                  map[string]string{"kubernetes.io/hostname": h.name},
+					TerminationGracePeriodSeconds: ptr.To[int64](1),
+					Containers:                    []corev1.Container{{Name: "app", Image: "registry.invalid/app:1"}},
+				},
+			},
 		},
 	}
-	if _, err := h.cp.Client().CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	if _, err := h.cp.Client().AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		h.t.Fatal(err)
 	}
 	pdb := &policyv1.PodDisruptionBudget{

@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
@@ -402,14 +403,12 @@ func (h *host) recordSteps() func() []v1alpha1.Step {
 }
 
 // updatePool creates the node's UpdatePool (target sim.ProcTarget,
-// maxUnavailable 1) and runs `nodeward coordinator` on the test host for
-// it, until the test ends.
-func (h *host) updatePool() {
+// maxUnavailable 1; paused: staged but no grant until setPaused(false))
+// and runs `nodeward coordinator` on the test host for it, until the test
+// ends.
+func (h *host) updatePool(paused bool) {
 	h.t.Helper()
-	dyn, err := dynamic.NewForConfig(h.cp.Config())
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	dyn := h.dynamic()
 	one := intstr.FromInt32(1)
 	pool := &v1alpha1.UpdatePool{
 		ObjectMeta: metav1.ObjectMeta{Name: h.prefix, Labels: map[string]string{poolLabel: h.prefix}},
@@ -417,6 +416,7 @@ func (h *host) updatePool() {
 			NodeSelector:   &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: h.prefix}},
 			OSImage:        sim.ProcTarget,
 			MaxUnavailable: &one,
+			Paused:         paused,
 		},
 	}
 	if err := cluster.CreatePool(context.Background(), dyn, pool); err != nil {
@@ -452,6 +452,25 @@ func (h *host) updatePool() {
 			h.t.Logf("coordinator log (tail):\n%s", tailString(string(data), 3000))
 		}
 	})
+}
+
+func (h *host) dynamic() dynamic.Interface {
+	h.t.Helper()
+	dyn, err := dynamic.NewForConfig(h.cp.Config())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return dyn
+}
+
+// setPaused pauses or resumes the node's UpdatePool.
+func (h *host) setPaused(paused bool) {
+	h.t.Helper()
+	patch := fmt.Appendf(nil, `{"spec":{"paused":%v}}`, paused)
+	if _, err := h.dynamic().Resource(v1alpha1.UpdatePoolResource()).Patch(context.Background(), h.prefix,
+		types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
 }
 
 // pinnedPod runs a Deployment's pod on the node behind a PDB that allows

@@ -17,7 +17,7 @@ func TestKillMidDrain(t *testing.T) {
 	h := newHost(t, hostOptions{prefix: "hm-kill"})
 	h.waitActive(time.Minute)
 	release := h.pinnedPod()
-	h.updatePool()
+	h.updatePool(false)
 	h.waitStep(v1alpha1.StepDraining, 2*time.Minute)
 	h.waitFor(time.Minute, "the drain reported blocked", func() (bool, error) {
 		_, reason, err := h.step()

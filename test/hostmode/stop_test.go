@@ -24,7 +24,7 @@ func TestStopDuringFinalize(t *testing.T) {
 	h.waitActive(time.Minute)
 	// systemd logs each notification message it receives at debug level.
 	h.exec("systemd-analyze", "log-level", "debug")
-	h.updatePool()
+	h.updatePool(false)
 	h.waitStep(v1alpha1.StepFinalizing, 2*time.Minute)
 	h.waitFor(time.Minute, "rpm-ostree finalize-deployment running", func() (bool, error) {
 		ctx, cancel := h.ctx()

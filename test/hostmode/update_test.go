@@ -23,7 +23,7 @@ func TestUpdate(t *testing.T) {
 	oldBoot := h.bootID()
 	steps := h.recordSteps()
 	start := time.Now()
-	h.updatePool()
+	h.updatePool(false)
 	h.waitStep(v1alpha1.StepDone, 3*time.Minute)
 	t.Logf("grant to Done in %s, steps %v; systemd booted again in %s",
 		time.Since(start).Round(time.Millisecond), steps(), h.bootTime().Round(time.Millisecond))

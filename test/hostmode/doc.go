@@ -6,6 +6,12 @@
 // OS. A reboot asked from inside (logind) really reboots the container: a
 // new boot ID, a fresh /run, the agent started again by its unit.
 //
+// The double's finalize-deployment only unlocks the deployment (the real
+// one also reboots by itself): the reboot a test sees is the agent's own,
+// through logind. The double follows the container's kernel boot ID and
+// applies the finalized deployment on its first call in a new boot, as
+// ostree-finalize-staged does at the shutdown before it.
+//
 // The harness: Rootfs builds and caches the root (mmdebstrap, zstd),
 // Extract copies it per test, Install puts nodeward into it, Boot runs the
 // container and boots it again after each reboot. The scenarios are the

@@ -41,11 +41,13 @@ func TestKillMidDrain(t *testing.T) {
 	if _, record := n.Annotations[v1alpha1.AnnotationCordonedBy]; !n.Spec.Unschedulable || !record || step != v1alpha1.StepDraining {
 		t.Fatalf("after the restart: unschedulable %v, cordon record %v, step %s; want cordoned by nodeward and Draining", n.Spec.Unschedulable, record, step)
 	}
-	h.waitFor(time.Minute, "the new agent reporting the blocked drain", func() (bool, error) {
-		code, _, err := h.get("/readyz")
-		_, reason, _ := h.step()
-		return err == nil && code == 200 && strings.Contains(reason, "drain blocked"), nil
-	})
+	// The new process loaded the persisted step and drains on.
+	ctx, cancel := h.ctx()
+	defer cancel()
+	if j := h.c.Journal(ctx, "_SYSTEMD_INVOCATION_ID="+after["InvocationID"], "-o", "cat"); !strings.Contains(j, `msg="update state loaded"`) ||
+		!strings.Contains(j, "step=Draining") {
+		t.Fatalf("the restarted agent did not resume the drain:\n%s", tailString(j, 3000))
+	}
 	release()
 	h.waitStep(v1alpha1.StepDone, 3*time.Minute)
 	h.assertUpdated(2)

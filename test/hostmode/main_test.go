@@ -46,8 +46,11 @@ func logf(format string, args ...any) {
 func requireHost(t *testing.T) {
 	t.Helper()
 	testenv.RequireRoot(t)
-	for _, bin := range []string{"systemd-nspawn", "nsenter", "tar"} {
+	for _, bin := range []string{"systemd-nspawn", "nsenter", "tar", "zstd"} {
 		testenv.RequireBinary(t, bin)
+	}
+	if _, cached, err := hostmode.RootfsCached(); err != nil || !cached {
+		testenv.RequireBinary(t, "mmdebstrap") // to build the container root
 	}
 	testenv.Require(t, fileExists("/sys/fs/cgroup/systemd/cgroup.procs") || fileExists("/sys/fs/cgroup/cgroup.controllers"),
 		"no cgroup hierarchy for systemd-nspawn under /sys/fs/cgroup")

@@ -49,14 +49,14 @@ func rootfsKey() string {
 // when the cache has none (about 2 min; once per machine and package list).
 // Concurrent callers, in this process or others, wait for one build.
 func Rootfs(ctx context.Context, log func(format string, args ...any)) (string, error) {
-	dir, err := CacheDir()
+	path, cached, err := RootfsCached()
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(dir, "rootfs-"+rootfsKey()+".tar.zst")
-	if _, err := os.Stat(path); err == nil {
+	if cached {
 		return path, nil
 	}
+	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -96,6 +96,18 @@ func Rootfs(ctx context.Context, log func(format string, args ...any)) (string, 
 	}
 	log("container root built in %s", time.Since(start).Round(time.Second))
 	return path, nil
+}
+
+// RootfsCached returns where the root tarball is cached and whether it is
+// there.
+func RootfsCached() (path string, cached bool, err error) {
+	dir, err := CacheDir()
+	if err != nil {
+		return "", false, err
+	}
+	path = filepath.Join(dir, "rootfs-"+rootfsKey()+".tar.zst")
+	_, err = os.Stat(path)
+	return path, err == nil, nil
 }
 
 // Extract unpacks the root tarball into dir (a few seconds), owners and

@@ -30,6 +30,9 @@ func Run(dir string, args []string) (stdout, stderr []byte, code int) {
 	if err != nil {
 		return nil, fmt.Appendf(nil, "error: %v\n", err), 1
 	}
+	if err := s.followKernel(dir); err != nil {
+		return nil, fmt.Appendf(nil, "error: %v\n", err), 1
+	}
 	s.Calls = append(s.Calls, args)
 	r := s.dispatch(args)
 	if err := s.Save(dir); err != nil {
@@ -240,6 +243,7 @@ func (s *State) finalize(pos, flags []string) result {
 	if !s.Locked && !slices.Contains(flags, "--allow-unlocked") {
 		return fail("Staged deployment already unlocked")
 	}
+	time.Sleep(s.FinalizeDelay)
 	s.Locked = false
 	s.RebootRequested = true
 	return ok("Finalizing staged deployment\nInitiating reboot...\n")

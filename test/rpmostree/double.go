@@ -115,6 +115,20 @@ func (d *Double) BootHost() error {
 	if err != nil {
 		return err
 	}
+	journal, err := s.boot()
+	if err != nil {
+		return err
+	}
+	if err := s.Save(d.Dir); err != nil {
+		return err
+	}
+	return d.writeBootFiles(s, journal)
+}
+
+// boot is what a boot does to the host: ostree-finalize-staged at the
+// shutdown before it, then the bootloader. It returns the journal lines of
+// ostree-finalize-staged in the shutdown.
+func (s *State) boot() ([]string, error) {
 	var journal []string
 	if st := s.Staged; st != nil {
 		switch {
@@ -128,7 +142,7 @@ func (d *Double) BootHost() error {
 		default:
 			booted, err := s.BootedDeployment()
 			if err != nil {
-				return err
+				return nil, err
 			}
 			journal = append(journal, "Finalizing staged deployment", "Bootloader updated; bootconfig swap: yes; bootversion: boot.1")
 			s.Deployments = []Deployment{*st, *booted} // ostree keeps the new and the booted
@@ -141,10 +155,7 @@ func (d *Double) BootHost() error {
 	}
 	s.RebootRequested = false
 	s.Boots++
-	if err := s.Save(d.Dir); err != nil {
-		return err
-	}
-	return d.writeBootFiles(s, journal)
+	return journal, nil
 }
 
 // BootIDPath is the double's /proc/sys/kernel/random/boot_id: it changes
@@ -152,14 +163,21 @@ func (d *Double) BootHost() error {
 func (d *Double) BootIDPath() string { return filepath.Join(d.Dir, "boot_id") }
 
 func (d *Double) writeBootFiles(s *State, journal []string) error {
-	if err := os.WriteFile(d.CmdlinePath(), []byte(s.Cmdline()), 0o600); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(d.Dir, "journal-previous-boot"), []byte(strings.Join(journal, "\n")), 0o600); err != nil {
+	if err := writeBootFiles(d.Dir, s, journal); err != nil {
 		return err
 	}
 	bootID := fmt.Sprintf("%08x-0000-4000-8000-%012x\n", s.Boots, time.Now().UnixNano()&0xffffffffffff)
 	return os.WriteFile(d.BootIDPath(), []byte(bootID), 0o600)
+}
+
+// writeBootFiles writes what a boot leaves behind besides its boot ID: the
+// booted kernel command line and the previous boot's journal of
+// ostree-finalize-staged.
+func writeBootFiles(dir string, s *State, journal []string) error {
+	if err := os.WriteFile(filepath.Join(dir, "cmdline"), []byte(s.Cmdline()), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "journal-previous-boot"), []byte(strings.Join(journal, "\n")), 0o600)
 }
 
 // Journal reads the double's previous-boot journal of
@@ -179,4 +197,11 @@ func (j Journal) PreviousBoot(_ context.Context, unit string) ([]string, error) 
 		return nil, nil
 	}
 	return strings.Split(string(data), "\n"), nil
+}
+
+// FollowKernel makes the double follow the boots of the kernel whose boot
+// ID file is bootIDPath (see State.KernelBootIDPath): for a host that
+// really reboots, such as a systemd-nspawn container.
+func (d *Double) FollowKernel(bootIDPath string) error {
+	return d.Change(func(s *State) { s.KernelBootIDPath = bootIDPath })
 }

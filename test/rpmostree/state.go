@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -66,9 +67,61 @@ type State struct {
 	// PullDelay is how long rebase and deploy take to pull a new image (a
 	// simulated download); the transaction holds the double meanwhile.
 	PullDelay time.Duration `json:"pullDelay,omitempty"`
+	// FinalizeDelay is how long finalize-deployment takes (a slow
+	// /boot); the transaction holds the double meanwhile.
+	FinalizeDelay time.Duration `json:"finalizeDelay,omitempty"`
+	// KernelBootIDPath, when set, makes the double follow the boots of a
+	// real kernel (a machine or a container that really reboots) instead
+	// of Boot calls: the first invocation in a boot whose ID, read from
+	// this file (/proc/sys/kernel/random/boot_id), differs from
+	// KernelBootID first does what that boot did to the host —
+	// ostree-finalize-staged at the shutdown before it, then the
+	// bootloader, as Boot does — and records the new ID. Several boots
+	// without an invocation in between count as one.
+	KernelBootIDPath string `json:"kernelBootIDPath,omitempty"`
+	// KernelBootID is the boot the double last saw; empty until the first
+	// invocation, whose boot is the one the host was created in.
+	KernelBootID string `json:"kernelBootID,omitempty"`
 	// Calls logs every invocation (argv), for assertions.
 	Calls [][]string `json:"calls"`
 	Boots int        `json:"boots"`
+}
+
+// CallCount counts the invocations of verb.
+func (s *State) CallCount(verb string) int {
+	n := 0
+	for _, c := range s.Calls {
+		if len(c) > 0 && c[0] == verb {
+			n++
+		}
+	}
+	return n
+}
+
+// followKernel boots the double when the kernel booted since its last
+// invocation (see KernelBootIDPath).
+func (s *State) followKernel(dir string) error {
+	if s.KernelBootIDPath == "" {
+		return nil
+	}
+	data, err := os.ReadFile(s.KernelBootIDPath)
+	if err != nil {
+		return fmt.Errorf("reading the kernel's boot ID: %w", err)
+	}
+	id := strings.TrimSpace(string(data))
+	switch s.KernelBootID {
+	case id:
+		return nil
+	case "":
+		s.KernelBootID = id
+		return nil
+	}
+	journal, err := s.boot()
+	if err != nil {
+		return err
+	}
+	s.KernelBootID = id
+	return writeBootFiles(dir, s, journal)
 }
 
 // Load reads dir/state.json.

@@ -132,8 +132,8 @@ func NewMachine(cfg Config) (*Machine, error) {
 // State returns the current state (for status and tests).
 func (m *Machine) State() State { return m.state }
 
-// Synced is closed once the machine has loaded its state, reported it and
-// run its first step: the agent is ready from then on.
+// Synced is closed once the machine has loaded its state and reported it:
+// the agent is ready from then on.
 func (m *Machine) Synced() <-chan struct{} { return m.synced }
 
 // Run drives the machine until ctx ends. Errors of one step are logged and
@@ -210,6 +210,9 @@ func (m *Machine) Advance(ctx context.Context) (progressed bool, err error) {
 		m.reported, m.nodeUID = true, node.UID
 		m.publish(nil, m.state.Step)
 	}
+	// Ready once the state is loaded and reported: the first step may be
+	// a 30 s drain attempt, and READY=1 must not wait for it.
+	m.markSynced()
 	desired, err := m.cfg.Protocol.Desired(ctx, node)
 	if err != nil {
 		desired = m.holdPosition(node, err)

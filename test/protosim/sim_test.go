@@ -4,8 +4,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -30,16 +33,25 @@ func TestSimulate(t *testing.T) {
 		return
 	}
 	start := time.Now()
-	failed := 0
-	events := 0
-	for seed := *firstArg; seed < *firstArg+uint64(*seeds); seed++ {
-		res := Run(seed, DefaultScenario())
+	// Seeds are independent: play them on every core, report in order.
+	results := make([]*Result, *seeds)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(*seeds); i = next.Add(1) - 1 {
+				results[i] = Run(*firstArg+uint64(i), DefaultScenario())
+			}
+		})
+	}
+	wg.Wait()
+	failed, events := 0, 0
+	for _, res := range results {
 		events += res.Events
 		if res.Failed() {
 			failed++
-			report(t, res)
-			if failed >= 3 {
-				t.Fatalf("stopping after 3 failing seeds")
+			if failed <= 3 {
+				report(t, res)
 			}
 		}
 	}

@@ -2,7 +2,6 @@ package protosim
 
 import (
 	"slices"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -187,6 +186,3 @@ func (w *World) toggleHook(node string) {
 	}
 	w.bump(n)
 }
-
-// advance lets simulated time pass (agents' Leases may lapse).
-func (w *World) advance(d time.Duration) { w.now = w.now.Add(d) }

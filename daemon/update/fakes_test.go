@@ -286,3 +286,17 @@ func runUntil(t *testing.T, m *Machine, want v1alpha1.Step) {
 	}
 	t.Fatalf("machine never reached %s", want)
 }
+
+// rebooting is a node updating from os-1 to os-2 under grant g1, run until
+// its agent asked for the reboot; the caller boots it and starts a new
+// machine on dir, as after a real reboot.
+func rebooting(t *testing.T) (*world, string) {
+	t.Helper()
+	w := newWorld(t, "os-1")
+	w.desired = Desired{Target: "os-2", Grant: "g1"}
+	dir := t.TempDir()
+	if got := settle(t, w.machine(dir)); got != v1alpha1.StepRebooting {
+		t.Fatalf("with a grant: step %s, want Rebooting", got)
+	}
+	return w, dir
+}

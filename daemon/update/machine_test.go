@@ -231,13 +231,9 @@ func TestHooksHoldTheirSteps(t *testing.T) {
 
 func TestFailedVerificationRollsBackAndDegrades(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, "os-1")
-	w.desired = Desired{Target: "os-2", Grant: "g1"}
-	dir := t.TempDir()
-	m := w.machine(dir)
-	settle(t, m)
+	w, dir := rebooting(t)
 	w.boot(true) // the new deployment did not come up
-	m = w.machine(dir)
+	m := w.machine(dir)
 	if got := settle(t, m); got != v1alpha1.StepRebooting || !w.rolledBack {
 		t.Fatalf("failed verification: step %s rolledBack %v, want Rebooting into the rollback", got, w.rolledBack)
 	}
@@ -267,17 +263,13 @@ func TestFailedVerificationRollsBackAndDegrades(t *testing.T) {
 
 func TestWaitsForHealthThenDegrades(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, "os-1")
-	w.desired = Desired{Target: "os-2", Grant: "g1"}
-	dir := t.TempDir()
-	m := w.machine(dir)
-	settle(t, m)
+	w, dir := rebooting(t)
 	w.boot(false)
 	w.set(func(w *world) {
 		w.node.Status.Conditions = append(w.node.Status.Conditions,
 			corev1.NodeCondition{Type: v1alpha1.ConditionDiskPressure, Status: corev1.ConditionTrue})
 	})
-	m = w.machine(dir)
+	m := w.machine(dir)
 	if got := settle(t, m); got != v1alpha1.StepWaitingHealthy || !w.node.Spec.Unschedulable {
 		t.Fatalf("unhealthy after boot: step %s unschedulable %v", got, w.node.Spec.Unschedulable)
 	}

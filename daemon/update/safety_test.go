@@ -173,13 +173,9 @@ func TestDisruptionIsCheckedBeforeTheReboot(t *testing.T) {
 // maxFailedBoots retries the node is Degraded without a rollback.
 func TestBootIntoThePreviousOSIsRetried(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, "os-1")
-	w.desired = Desired{Target: "os-2", Grant: "g1"}
-	dir := t.TempDir()
-	m := w.machine(dir)
-	settle(t, m)
+	w, dir := rebooting(t)
 	w.bootUnplanned() // the reboot happened, the finalized deployment did not take
-	m = w.machine(dir)
+	m := w.machine(dir)
 	if got := settle(t, m); got != v1alpha1.StepRebooting || w.finalized != "os-2" || w.rolledBack {
 		t.Fatalf("after a boot into the previous OS: step %s finalized %q rolledBack %v; want a second finalize",
 			got, w.finalized, w.rolledBack)
@@ -209,16 +205,12 @@ func TestBootIntoThePreviousOSIsRetried(t *testing.T) {
 // finishes and uncordons; nothing new starts while the annotation is bad.
 func TestMalformedCoordinatorAnnotationHoldsPosition(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, "os-1")
-	w.desired = Desired{Target: "os-2", Grant: "g1"}
-	dir := t.TempDir()
-	m := w.machine(dir)
-	settle(t, m)
+	w, dir := rebooting(t)
 	w.boot(false)
 	w.set(func(w *world) {
 		w.desiredErr = errors.New(`annotation update.nodeward.io/drain-timeout="abc": want a positive duration`)
 	})
-	m = w.machine(dir)
+	m := w.machine(dir)
 	if got := settle(t, m); got != v1alpha1.StepDone || w.node.Spec.Unschedulable {
 		t.Fatalf("bad annotation after the reboot: step %s unschedulable %v; want Done, uncordoned", got, w.node.Spec.Unschedulable)
 	}
@@ -232,13 +224,9 @@ func TestMalformedCoordinatorAnnotationHoldsPosition(t *testing.T) {
 // reported as a failed rollback, never as "rolled back".
 func TestFailedRollbackIsNotReportedAsDone(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, "os-1")
-	w.desired = Desired{Target: "os-2", Grant: "g1"}
-	dir := t.TempDir()
-	m := w.machine(dir)
-	settle(t, m)
+	w, dir := rebooting(t)
 	w.boot(true)
-	m = w.machine(dir)
+	m := w.machine(dir)
 	if got := settle(t, m); got != v1alpha1.StepRebooting || !w.rolledBack {
 		t.Fatalf("step %s rolledBack %v, want Rebooting into the rollback", got, w.rolledBack)
 	}

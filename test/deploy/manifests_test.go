@@ -138,8 +138,15 @@ func TestCoordinatorDeployment(t *testing.T) {
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
 		t.Errorf("coordinator replicas = %v, want 2", d.Spec.Replicas)
 	}
-	if c := container(t, d.Spec.Template.Spec, "coordinator"); !slices.Contains(c.Args, "--leader-elect=true") {
+	c := container(t, d.Spec.Template.Spec, "coordinator")
+	if !slices.Contains(c.Args, "--leader-elect=true") {
 		t.Errorf("coordinator args %q lack --leader-elect=true", c.Args)
+	}
+	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" {
+		t.Errorf("coordinator liveness probe %+v, want /healthz (its loops' progress)", c.LivenessProbe)
+	}
+	if proxy := container(t, d.Spec.Template.Spec, "kube-rbac-proxy"); !slices.Contains(proxy.Args, "--ignore-paths=/readyz,/healthz") {
+		t.Errorf("proxy args %q: the probes' paths must pass without a token", proxy.Args)
 	}
 	for key := range build(t, "overlays/openshift") {
 		if strings.Contains(key, "nodeward-coordinator") {

@@ -54,7 +54,9 @@ type ControlPlane struct {
 	kube      *kube.Client
 	adminKube string
 	procs     []*process // start order: etcd, apiserver, kcm, scheduler, kwok
+	etcdURL   string     // etcd's client URL
 
+	procMu   sync.Mutex // guards procs against Kill and Restart (restart.go)
 	stopOnce sync.Once
 }
 
@@ -134,6 +136,7 @@ func (cp *ControlPlane) writeCredentials() error {
 func (cp *ControlPlane) startEtcd(ctx context.Context, clientPort, peerPort int) error {
 	clientURL := fmt.Sprintf("http://127.0.0.1:%d", clientPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	cp.etcdURL = clientURL
 	p, err := startProcess("etcd", cp.bin("etcd"), cp.dir,
 		"--name=default",
 		"--data-dir="+cp.path("etcd-data"),
@@ -147,9 +150,13 @@ func (cp *ControlPlane) startEtcd(ctx context.Context, clientPort, peerPort int)
 		return err
 	}
 	cp.procs = append(cp.procs, p)
+	return cp.waitEtcd(ctx, p)
+}
+
+func (cp *ControlPlane) waitEtcd(ctx context.Context, p *process) error {
 	httpClient := &http.Client{Timeout: 2 * time.Second}
 	return poll(ctx, "etcd health", 100*time.Millisecond, []*process{p}, func(ctx context.Context) (bool, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, clientURL+"/health", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cp.etcdURL+"/health", nil)
 		resp, err := httpClient.Do(req)
 		if err != nil {
 			return false, err
@@ -197,6 +204,10 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, etcdPort, port int) 
 	if err := cp.WriteKubeconfig(cp.admin, cp.adminKube); err != nil {
 		return err
 	}
+	return cp.waitAPIServer(ctx, p)
+}
+
+func (cp *ControlPlane) waitAPIServer(ctx context.Context, p *process) error {
 	return poll(ctx, "kube-apiserver /readyz", 200*time.Millisecond, []*process{p}, func(ctx context.Context) (bool, error) {
 		body, err := cp.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		if err != nil {
@@ -322,6 +333,8 @@ func (cp *ControlPlane) Stop() {
 }
 
 func (cp *ControlPlane) stopProcesses() {
+	cp.procMu.Lock()
+	defer cp.procMu.Unlock()
 	var wg sync.WaitGroup
 	// kwok, the scheduler and the controller manager are independent.
 	for i := len(cp.procs) - 1; i >= 2; i-- {

@@ -34,9 +34,11 @@ const (
 	keyState           = "update.nodeward.io/state"
 	keyStateGrant      = "update.nodeward.io/state-grant"
 	keyStateTarget     = "update.nodeward.io/state-target"
+	keyGrantPool       = "update.nodeward.io/grant-pool"
 	keyCordonedBy      = "update.nodeward.io/cordoned-by"
 	preDrainHookPrefix = "pre-drain.hook.nodeward.io/"
 	controlPlaneLabel  = "node-role.kubernetes.io/control-plane"
+	masterLabel        = "node-role.kubernetes.io/master"
 )
 
 // Violation kinds.
@@ -157,9 +159,13 @@ type Stats struct {
 }
 
 type nodeRec struct {
-	node   *corev1.Node
+	node *corev1.Node
+	// pool is the first pool (by name) selecting the node, sel every
+	// pool selecting it; joined holds when a relabel moved the node into a
+	// pool of sel (absent: selected from the start or by a pool change).
 	pool   string
-	joined time.Time // when a relabel moved it into pool; zero from the start
+	sel    []string
+	joined map[string]time.Time
 	// drained: Draining was seen since the node was last schedulable;
 	// gap: a watch gap may have hidden steps since then; flagged: a
 	// reboot-without-drain was recorded since then.
@@ -365,7 +371,7 @@ func (w *Watcher) replaceNodes(objs []runtime.Object, gap bool) {
 		seen[n.Name] = true
 		rec := w.nodes[n.Name]
 		if rec == nil {
-			rec = &nodeRec{hooks: map[string]time.Time{}}
+			rec = &nodeRec{hooks: map[string]time.Time{}, joined: map[string]time.Time{}}
 			w.nodes[n.Name] = rec
 		}
 		old := rec.node
@@ -401,7 +407,7 @@ func (w *Watcher) nodeEvent(t watch.EventType, obj runtime.Object) {
 	}
 	rec := w.nodes[n.Name]
 	if rec == nil {
-		rec = &nodeRec{hooks: map[string]time.Time{}}
+		rec = &nodeRec{hooks: map[string]time.Time{}, joined: map[string]time.Time{}}
 		w.nodes[n.Name] = rec
 	}
 	old := rec.node
@@ -416,12 +422,18 @@ func (w *Watcher) observeNode(rec *nodeRec, old, cur *corev1.Node, gap bool) {
 	now := time.Now()
 	a := cur.Annotations
 	relabelled := old != nil && !labels.Equals(old.Labels, cur.Labels)
-	if pool := w.poolOf(cur); pool != rec.pool {
-		rec.pool = pool
-		if relabelled {
-			rec.joined = now
+	sel := w.poolsOf(cur)
+	for p := range rec.joined {
+		if !slices.Contains(sel, p) {
+			delete(rec.joined, p)
 		}
 	}
+	for _, p := range sel {
+		if relabelled && !slices.Contains(rec.sel, p) {
+			rec.joined[p] = now
+		}
+	}
+	rec.setPools(sel)
 	// Pre-drain hooks, with the time each was first seen.
 	for k := range rec.hooks {
 		if _, ok := a[k]; !ok {
@@ -489,15 +501,37 @@ func (w *Watcher) observeNode(rec *nodeRec, old, cur *corev1.Node, gap bool) {
 		w.checkGrant(rec, cur, g, now, gap)
 	}
 	w.checkControlPlane(now)
-	if rec.pool != "" {
+	for p := range w.pools {
+		if !rec.memberOf(p) {
+			continue
+		}
 		n := 0
 		for _, r := range w.nodes {
-			if r.pool == rec.pool && disrupted(r.node) {
+			if r.memberOf(p) && disrupted(r.node) {
 				n++
 			}
 		}
-		w.stats.MaxDisrupted[rec.pool] = max(w.stats.MaxDisrupted[rec.pool], n)
+		w.stats.MaxDisrupted[p] = max(w.stats.MaxDisrupted[p], n)
 	}
+}
+
+func (r *nodeRec) setPools(sel []string) {
+	r.sel = sel
+	r.pool = ""
+	if len(sel) > 0 {
+		r.pool = sel[0]
+	}
+}
+
+// memberOf reports whether the node counts in pool p: p selects it, or it
+// holds a grant p issued (docs/protocol.md: a pool counts the nodes holding
+// its grants until they are released, relabelled or not).
+func (r *nodeRec) memberOf(p string) bool {
+	if slices.Contains(r.sel, p) {
+		return true
+	}
+	a := r.node.Annotations
+	return a[keyGrant] != "" && a[keyGrantPool] == p
 }
 
 // beforeGate reports whether step comes before the pre-drain gate.
@@ -510,22 +544,29 @@ func beforeGate(step string) bool {
 }
 
 func (w *Watcher) checkGrant(rec *nodeRec, cur *corev1.Node, grant string, now time.Time, gap bool) {
-	p := w.pools[rec.pool]
+	// The issuing pool judges its grant; a grant without grant-pool is
+	// judged by the pool selecting the node.
+	name := cur.Annotations[keyGrantPool]
+	if name == "" {
+		name = rec.pool
+	}
+	p := w.pools[name]
 	if p == nil {
+		w.opts.Log("watcher: grant %q on %s from pool %q, which the watcher does not know", grant, cur.Name, name)
 		return
 	}
 	w.stats.Grants++
 	members := 0
 	var others []string
 	for name, r := range w.nodes {
-		if r.pool != p.name {
+		if !r.memberOf(p.name) {
 			continue
 		}
 		members++
 		if r == rec || !disrupted(r.node) {
 			continue
 		}
-		if !r.joined.IsZero() && now.Sub(r.joined) < w.opts.Grace {
+		if joined, ok := r.joined[p.name]; ok && now.Sub(joined) < w.opts.Grace {
 			continue // relabelled in just now: the coordinator may not know yet
 		}
 		others = append(others, name)
@@ -551,8 +592,8 @@ func (w *Watcher) describe(names []string) string {
 		n := w.nodes[name].node
 		a := n.Annotations
 		_, rec := a[keyCordonedBy]
-		parts = append(parts, fmt.Sprintf("%s[state=%s state-grant=%q grant=%q cordoned-by=%v unschedulable=%v]",
-			name, a[keyState], a[keyStateGrant], a[keyGrant], rec, n.Spec.Unschedulable))
+		parts = append(parts, fmt.Sprintf("%s[state=%s state-grant=%q grant=%q grant-pool=%q cordoned-by=%v unschedulable=%v]",
+			name, a[keyState], a[keyStateGrant], a[keyGrant], a[keyGrantPool], rec, n.Spec.Unschedulable))
 	}
 	return strings.Join(parts, " ")
 }
@@ -599,7 +640,9 @@ func budget(mu *intstr.IntOrString, members int, controlPlane bool) int {
 func (w *Watcher) checkControlPlane(now time.Time) {
 	var down []string
 	for name, r := range w.nodes {
-		if _, cp := r.node.Labels[controlPlaneLabel]; cp && disrupted(r.node) {
+		_, cp := r.node.Labels[controlPlaneLabel]
+		_, master := r.node.Labels[masterLabel]
+		if (cp || master) && disrupted(r.node) {
 			down = append(down, name)
 		}
 	}
@@ -621,20 +664,16 @@ func (w *Watcher) record(v Violation) {
 	w.opts.Log("VIOLATION %s", v)
 }
 
-// poolOf is the first pool (by name) whose selector matches n, "" for
-// none.
-func (w *Watcher) poolOf(n *corev1.Node) string {
-	names := make([]string, 0, len(w.pools))
-	for name := range w.pools {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		if w.pools[name].selector.Matches(labels.Set(n.Labels)) {
-			return name
+// poolsOf lists the pools (by name) whose selector matches n.
+func (w *Watcher) poolsOf(n *corev1.Node) []string {
+	var out []string
+	for name, p := range w.pools {
+		if p.selector.Matches(labels.Set(n.Labels)) {
+			out = append(out, name)
 		}
 	}
-	return ""
+	sort.Strings(out)
+	return out
 }
 
 func (w *Watcher) replacePools(objs []runtime.Object, _ bool) {
@@ -713,7 +752,7 @@ func sameIntStr(a, b *intstr.IntOrString) bool {
 func (w *Watcher) remember() {
 	for _, r := range w.nodes {
 		if r.node != nil {
-			r.pool = w.poolOf(r.node)
+			r.setPools(w.poolsOf(r.node))
 		}
 	}
 }

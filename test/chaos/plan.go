@@ -112,10 +112,21 @@ func Plan(seed int64, n, targetChanges int, gapMin, gapMax time.Duration) []Faul
 		}
 	}
 	rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
-	early := max(1, (len(kinds)+targetChanges)*6/10)
-	for range targetChanges {
-		at := rng.IntN(early)
-		kinds = append(kinds[:at], append([]Kind{ChangeTarget}, kinds[at:]...)...)
+	// Target changes at distinct positions among the first 60%.
+	size := len(kinds) + targetChanges
+	early := max(targetChanges, size*6/10)
+	at := map[int]bool{}
+	for _, i := range rng.Perm(early)[:targetChanges] {
+		at[i] = true
+	}
+	rest := kinds
+	kinds = make([]Kind, 0, size)
+	for i := range size {
+		if at[i] {
+			kinds = append(kinds, ChangeTarget)
+		} else {
+			kinds, rest = append(kinds, rest[0]), rest[1:]
+		}
 	}
 	plan := make([]Fault, len(kinds))
 	for i, k := range kinds {

@@ -119,6 +119,8 @@ type WatcherOptions struct {
 	HookGrace time.Duration
 	// Log receives progress lines (nil: none).
 	Log func(format string, args ...any)
+	// Now is the clock (default time.Now), for the watcher's own tests.
+	Now func() time.Time
 }
 
 // Watcher is the independent invariant watcher: its own watches of Nodes
@@ -197,6 +199,9 @@ func NewWatcher(opts WatcherOptions) *Watcher {
 	}
 	if opts.Log == nil {
 		opts.Log = func(string, ...any) {}
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	return &Watcher{opts: opts, nodes: map[string]*nodeRec{}, pools: map[string]*poolRec{},
 		admin: map[string]bool{}, stats: Stats{MaxDisrupted: map[string]int{}}, synced: make(chan struct{})}
@@ -402,7 +407,7 @@ func (w *Watcher) nodeEvent(t watch.EventType, obj runtime.Object) {
 	w.stats.NodeEvents++
 	if t == watch.Deleted {
 		delete(w.nodes, n.Name)
-		w.checkControlPlane(time.Now())
+		w.checkControlPlane(w.opts.Now())
 		return
 	}
 	rec := w.nodes[n.Name]
@@ -419,7 +424,7 @@ func (w *Watcher) nodeEvent(t watch.EventType, obj runtime.Object) {
 // first seen) to cur; the cache already holds cur. gap: the change was
 // learned from a relist, intermediate states may be missing.
 func (w *Watcher) observeNode(rec *nodeRec, old, cur *corev1.Node, gap bool) {
-	now := time.Now()
+	now := w.opts.Now()
 	a := cur.Annotations
 	relabelled := old != nil && !labels.Equals(old.Labels, cur.Labels)
 	sel := w.poolsOf(cur)
@@ -735,7 +740,7 @@ func (w *Watcher) applyPool(obj runtime.Object) string {
 	p.selector, p.controlPlane, p.target = sel, pool.Spec.ControlPlane, pool.Spec.OSImage
 	mu := pool.Spec.MaxUnavailable
 	if n := len(p.history); n == 0 || !sameIntStr(p.history[n-1].max, mu) {
-		p.history = append(p.history, limitChange{at: time.Now(), max: mu})
+		p.history = append(p.history, limitChange{at: w.opts.Now(), max: mu})
 	}
 	return pool.Name
 }

@@ -47,7 +47,7 @@ type size struct {
 
 var (
 	reducedSize = size{name: "reduced", controlPlane: 3, workersA: 5, workersB: 4, maxA: 2, maxB: 2,
-		faults: 16, targetChanges: 2, gapMin: 2 * time.Second, gapMax: 5 * time.Second, converge: 5 * time.Minute}
+		faults: 18, targetChanges: 2, gapMin: 2 * time.Second, gapMax: 5 * time.Second, converge: 5 * time.Minute}
 	fullSize = size{name: "full", controlPlane: 3, workersA: 14, workersB: 13, maxA: 4, maxB: 3,
 		faults: 40, targetChanges: 3, gapMin: 2 * time.Second, gapMax: 6 * time.Second, converge: 20 * time.Minute}
 )
@@ -120,6 +120,19 @@ func TestChaos(t *testing.T) {
 	began := time.Now()
 
 	cp := startControlPlane(t)
+	// The agents' hosts and logs and the coordinators' logs are kept when
+	// the run fails, beside the control plane's.
+	runDir, err := os.MkdirTemp("", "nodeward-chaos-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent hosts and logs, coordinator logs kept in %s", runDir)
+		} else {
+			os.RemoveAll(runDir)
+		}
+	})
 	bin, err := sim.BuildProcBinaries("../..", t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +178,7 @@ func TestChaos(t *testing.T) {
 
 	machines := map[string]*Machine{}
 	for _, name := range all {
-		n, err := sim.NewProcNode(bin, name, cp.KubeconfigPath(), t.TempDir(), sim.ProcBooted(), images())
+		n, err := sim.NewProcNode(bin, name, cp.KubeconfigPath(), filepath.Join(runDir, name), sim.ProcBooted(), images())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,7 +216,7 @@ func TestChaos(t *testing.T) {
 		return true, nil
 	})
 
-	coordLogs := t.TempDir()
+	coordLogs := runDir
 	var replicas []*Replica
 	for i := range 2 {
 		name := fmt.Sprintf("coordinator-%d", i)
@@ -324,7 +337,8 @@ func later(a, b time.Time) time.Time {
 }
 
 // workload runs one pod per node (a Deployment spread by hostname, 1 s
-// grace) under a PDB of 50%, so every drain has something to evict, and
+// grace) under a PDB of 50% (unhealthy pods always evictable), so every
+// drain has something to evict, and
 // creates the namespace of the PDB-blocking pods.
 func workload(t *testing.T, cp *cluster.ControlPlane, replicas int) {
 	t.Helper()
@@ -364,7 +378,12 @@ func workload(t *testing.T, cp *cluster.ControlPlane, replicas int) {
 	pdb := &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: workNS},
 		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromString("50%")),
-			Selector: &metav1.LabelSelector{MatchLabels: labels}},
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			// A crash of etcd or the API server can make the node
+			// lifecycle controller mark every pod not Ready, and kwok
+			// never marks them Ready again: with the default policy the
+			// budget would then refuse every eviction for good.
+			UnhealthyPodEvictionPolicy: ptr.To(policyv1.AlwaysAllow)},
 	}
 	if _, err := client.PolicyV1().PodDisruptionBudgets(workNS).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ func startControlPlane(t *testing.T) *cluster.ControlPlane {
 	testenv.Require(t, err == nil, fmt.Sprint("control-plane binaries: ", err))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cp, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, Log: logf(t)})
+	cp, err := cluster.Start(ctx, cluster.Options{BinDir: binDir, Log: logf(t), KwokStages: []string{cluster.PodReadyAgainStage}})
 	testenv.Require(t, err == nil, fmt.Sprint("control plane: ", err))
 	t.Cleanup(func() {
 		cp.Stop()
@@ -121,4 +121,42 @@ func TestControlPlaneRestart(t *testing.T) {
 		_, err := client.CoreV1().ServiceAccounts("after-restarts").Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
 	})
+
+	// A pod marked not Ready, as the node lifecycle controller marks the
+	// pods of a NotReady node, is Ready again (PodReadyAgainStage).
+	node := cp.CreateNodes(t, cluster.NodeSpec{Prefix: "restart", Count: 1})[0]
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "after-restarts"},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/c:1"}}}}
+	if _, err := client.CoreV1().Pods("after-restarts").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ready := func(want corev1.ConditionStatus) func(context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			p, err := client.CoreV1().Pods("after-restarts").Get(ctx, "p", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady {
+					return c.Status == want && p.Status.Phase == corev1.PodRunning, nil
+				}
+			}
+			return false, nil
+		}
+	}
+	cluster.WaitFor(t, time.Minute, "pod p Ready", ready(corev1.ConditionTrue))
+	cluster.WaitFor(t, time.Minute, "pod p marked not Ready", func(ctx context.Context) (bool, error) {
+		p, err := client.CoreV1().Pods("after-restarts").Get(ctx, "p", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for i, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				p.Status.Conditions[i].Status, p.Status.Conditions[i].LastTransitionTime = corev1.ConditionFalse, metav1.Now()
+			}
+		}
+		_, err = client.CoreV1().Pods("after-restarts").UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		return err == nil, err
+	})
+	cluster.WaitFor(t, time.Minute, "pod p Ready again", ready(corev1.ConditionTrue))
 }

@@ -40,6 +40,9 @@ type Options struct {
 	// and no kubelet disable node-lifecycle-controller so that nodes stay
 	// Ready.
 	Controllers string
+	// KwokStages are extra kwok Stage documents (YAML) beside the stock
+	// ones, for example PodReadyAgainStage.
+	KwokStages []string
 }
 
 // ControlPlane is a running control plane. Its methods are safe for
@@ -320,6 +323,11 @@ func (cp *ControlPlane) writeKwokStages() (string, error) {
 		}
 		joined.WriteString("---\n")
 		joined.Write(data)
+		joined.WriteString("\n")
+	}
+	for _, stage := range cp.opts.KwokStages {
+		joined.WriteString("---\n")
+		joined.WriteString(stage)
 		joined.WriteString("\n")
 	}
 	path := cp.path("kwok-stages.yaml")

@@ -174,6 +174,7 @@ type nodeRec struct {
 	drained, gap, flagged bool
 	hooks                 map[string]time.Time // pre-drain hooks and when first seen
 	step                  string
+	cordonedAt            time.Time // when the watcher last saw it turn unschedulable
 }
 
 type poolRec struct {
@@ -461,8 +462,13 @@ func (w *Watcher) observeNode(rec *nodeRec, old, cur *corev1.Node, gap bool) {
 					a[keyState], a[keyGrant], cur.ResourceVersion)})
 		}
 		rec.drained, rec.gap, rec.flagged = false, false, false
-	} else if gap {
-		rec.gap = true
+	} else {
+		if old == nil || !old.Spec.Unschedulable {
+			rec.cordonedAt = now
+		}
+		if gap {
+			rec.gap = true
+		}
 	}
 	// Steps.
 	if step := a[keyState]; step != rec.step {
@@ -821,7 +827,8 @@ func (w *Watcher) CheckDrained(ctx context.Context, node string, down time.Time)
 		if p.DeletionTimestamp != nil {
 			state = "terminating"
 		}
-		left = append(left, p.Namespace+"/"+p.Name+" ("+state+")")
+		left = append(left, fmt.Sprintf("%s/%s (%s, created %s, scheduled %s)", p.Namespace, p.Name, state,
+			p.CreationTimestamp.Format("15:04:05"), scheduledAt(&p).Format("15:04:05")))
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -829,13 +836,13 @@ func (w *Watcher) CheckDrained(ctx context.Context, node string, down time.Time)
 	if len(left) > 0 {
 		slices.Sort(left)
 		rec := w.nodes[node]
-		desc := ""
-		pool := ""
+		desc, pool, cordoned := "", "", ""
 		if rec != nil {
-			desc, pool = w.describe([]string{node}), rec.pool
+			desc, pool, cordoned = w.describe([]string{node}), rec.pool, rec.cordonedAt.Format("15:04:05.000")
 		}
 		w.record(Violation{At: down, Kind: VRebootUndrained, Pool: pool, Nodes: []string{node},
-			Detail: fmt.Sprintf("machine went down with %d pods still bound: %s; node %s", len(left), strings.Join(left, ", "), desc)})
+			Detail: fmt.Sprintf("machine went down with %d pods still bound: %s; node cordoned (as the watcher saw it) at %s; %s",
+				len(left), strings.Join(left, ", "), cordoned, desc)})
 	}
 }
 

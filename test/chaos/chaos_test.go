@@ -47,7 +47,7 @@ type size struct {
 
 var (
 	reducedSize = size{name: "reduced", controlPlane: 3, workersA: 5, workersB: 4, maxA: 2, maxB: 2,
-		faults: 18, targetChanges: 2, gapMin: 2 * time.Second, gapMax: 5 * time.Second, converge: 5 * time.Minute}
+		faults: 18, targetChanges: 2, gapMin: 1500 * time.Millisecond, gapMax: 4 * time.Second, converge: 5 * time.Minute}
 	fullSize = size{name: "full", controlPlane: 3, workersA: 14, workersB: 13, maxA: 4, maxB: 3,
 		faults: 40, targetChanges: 3, gapMin: 2 * time.Second, gapMax: 6 * time.Second, converge: 20 * time.Minute}
 )
@@ -442,7 +442,8 @@ func summarize(sz size, seed int64, replay string, nodes int, setup, firstGrant 
 	fmt.Fprintf(&b, "setup %s; times from the pools' creation: first grant %s, faults %s … %s, last undone %s, ",
 		setup.Round(100*time.Millisecond), "+"+firstGrant.Round(100*time.Millisecond).String(), rel(faultsStart), rel(lastInjected), rel(lastUndone))
 	if converged {
-		fmt.Fprintf(&b, "converged %s (%s after the last fault was undone)\n", rel(convergedAt), convergedAt.Sub(lastUndone).Round(100*time.Millisecond))
+		fmt.Fprintf(&b, "converged %s (%s after the last fault was injected, %s after the last was undone)\n", rel(convergedAt),
+			convergedAt.Sub(lastInjected).Round(100*time.Millisecond), convergedAt.Sub(lastUndone).Round(100*time.Millisecond))
 	} else {
 		fmt.Fprintf(&b, "NOT converged at %s\n", rel(convergedAt))
 	}

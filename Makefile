@@ -10,7 +10,7 @@ GOBIN_DIR := $(shell go env GOPATH)/bin
 # The package timeout bounds a hung control plane; the slowest packages finish in minutes.
 TEST_FLAGS ?= -timeout 20m
 
-.PHONY: all build test test-unit testbin lint demo clean soak
+.PHONY: all build test test-unit testbin lint demo chaos clean soak
 
 all: build
 
@@ -51,6 +51,15 @@ lint:
 # (coordinator, UpdatePool maxUnavailable 2) and leaves no process behind.
 demo: testbin
 	NODEWARD_TESTBIN_DIR="$$(bash test/tools/install.sh 2>/dev/null | tail -1)" go run ./test/demo
+
+# chaos runs the full chaos run (docs/reliability.md): 30 real agent
+# processes, two coordinator replicas, 40 faults on its own control plane.
+# CHAOS_SEED=N replays the fault plan of a run. The package is behind the
+# build tag chaos until its reduced run is measured passing; then `make test`
+# runs the reduced size (docs/reliability.md).
+chaos: testbin
+	NODEWARD_TESTBIN_DIR="$$(bash test/tools/install.sh 2>/dev/null | tail -1)" \
+		go test -tags chaos ./test/chaos -run 'TestChaos$$' -v -count=1 -timeout 40m -chaos.full $(if $(CHAOS_SEED),-chaos.seed=$(CHAOS_SEED))
 
 clean:
 	rm -rf bin

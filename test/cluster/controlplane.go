@@ -40,6 +40,9 @@ type Options struct {
 	// and no kubelet disable node-lifecycle-controller so that nodes stay
 	// Ready.
 	Controllers string
+	// KwokStages are extra kwok Stage documents (YAML) beside the stock
+	// ones, for example PodReadyAgainStage.
+	KwokStages []string
 }
 
 // ControlPlane is a running control plane. Its methods are safe for
@@ -54,7 +57,9 @@ type ControlPlane struct {
 	kube      *kube.Client
 	adminKube string
 	procs     []*process // start order: etcd, apiserver, kcm, scheduler, kwok
+	etcdURL   string     // etcd's client URL
 
+	procMu   sync.Mutex // guards procs against Kill and Restart (restart.go)
 	stopOnce sync.Once
 }
 
@@ -134,6 +139,7 @@ func (cp *ControlPlane) writeCredentials() error {
 func (cp *ControlPlane) startEtcd(ctx context.Context, clientPort, peerPort int) error {
 	clientURL := fmt.Sprintf("http://127.0.0.1:%d", clientPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	cp.etcdURL = clientURL
 	p, err := startProcess("etcd", cp.bin("etcd"), cp.dir,
 		"--name=default",
 		"--data-dir="+cp.path("etcd-data"),
@@ -147,9 +153,13 @@ func (cp *ControlPlane) startEtcd(ctx context.Context, clientPort, peerPort int)
 		return err
 	}
 	cp.procs = append(cp.procs, p)
+	return cp.waitEtcd(ctx, p)
+}
+
+func (cp *ControlPlane) waitEtcd(ctx context.Context, p *process) error {
 	httpClient := &http.Client{Timeout: 2 * time.Second}
 	return poll(ctx, "etcd health", 100*time.Millisecond, []*process{p}, func(ctx context.Context) (bool, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, clientURL+"/health", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cp.etcdURL+"/health", nil)
 		resp, err := httpClient.Do(req)
 		if err != nil {
 			return false, err
@@ -197,6 +207,10 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, etcdPort, port int) 
 	if err := cp.WriteKubeconfig(cp.admin, cp.adminKube); err != nil {
 		return err
 	}
+	return cp.waitAPIServer(ctx, p)
+}
+
+func (cp *ControlPlane) waitAPIServer(ctx context.Context, p *process) error {
 	return poll(ctx, "kube-apiserver /readyz", 200*time.Millisecond, []*process{p}, func(ctx context.Context) (bool, error) {
 		body, err := cp.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		if err != nil {
@@ -311,6 +325,11 @@ func (cp *ControlPlane) writeKwokStages() (string, error) {
 		joined.Write(data)
 		joined.WriteString("\n")
 	}
+	for _, stage := range cp.opts.KwokStages {
+		joined.WriteString("---\n")
+		joined.WriteString(stage)
+		joined.WriteString("\n")
+	}
 	path := cp.path("kwok-stages.yaml")
 	return path, os.WriteFile(path, []byte(joined.String()), 0o600)
 }
@@ -322,6 +341,8 @@ func (cp *ControlPlane) Stop() {
 }
 
 func (cp *ControlPlane) stopProcesses() {
+	cp.procMu.Lock()
+	defer cp.procMu.Unlock()
 	var wg sync.WaitGroup
 	// kwok, the scheduler and the controller manager are independent.
 	for i := len(cp.procs) - 1; i >= 2; i-- {

@@ -117,3 +117,8 @@ func repoRoot() (string, error) {
 		dir = parent
 	}
 }
+
+// BinDir finds the control-plane binaries as Env does ($NODEWARD_TESTBIN_DIR,
+// else test/tools/install.sh's cache), for tests that start a control plane
+// of their own (one they crash and restart, say).
+func BinDir() (string, error) { return findBinDir() }

@@ -16,6 +16,8 @@ import (
 // component outlives a test run even after a panic or a timeout.
 type process struct {
 	name    string
+	binary  string
+	args    []string
 	cmd     *exec.Cmd
 	logPath string
 	done    chan struct{}
@@ -23,8 +25,19 @@ type process struct {
 }
 
 func startProcess(name, binary, logDir string, args ...string) (*process, error) {
-	logPath := filepath.Join(logDir, name+".log")
-	logFile, err := os.Create(logPath)
+	return launch(name, binary, filepath.Join(logDir, name+".log"), os.O_TRUNC, args)
+}
+
+// again starts the same command as p, which must have ended, appending to
+// its log.
+func (p *process) again() (*process, error) {
+	return launch(p.name, p.binary, p.logPath, os.O_APPEND, p.args)
+}
+
+// launch starts binary; logMode is os.O_TRUNC for a new log or os.O_APPEND
+// to continue one.
+func launch(name, binary, logPath string, logMode int, args []string) (*process, error) {
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|logMode, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("create log for %s: %w", name, err)
 	}
@@ -36,7 +49,7 @@ func startProcess(name, binary, logDir string, args ...string) (*process, error)
 		logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	p := &process{name: name, binary: binary, args: args, cmd: cmd, logPath: logPath, done: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
 		logFile.Close()
@@ -53,6 +66,12 @@ func (p *process) exited() (bool, error) {
 	default:
 		return false, nil
 	}
+}
+
+// kill sends SIGKILL to the process group and waits: a crash, no shutdown.
+func (p *process) kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
 }
 
 // stop sends SIGTERM to the process group and waits; after grace it kills

@@ -1,0 +1,13 @@
+//go:build chaos
+
+// Package chaos runs an UpdatePool rollout of real `nodeward agent`
+// processes (sim.ProcNode) under two leader-elected `nodeward coordinator`
+// replicas on its own real control plane, injects faults at random from a
+// seed (agents and the leader killed with SIGKILL, kube-apiserver and etcd
+// crashed and restarted on the same data dir, nodes relabelled between
+// pools, maxUnavailable lowered, the target changed, admin cordons,
+// pre-drain hooks, PDB-blocked drains), and checks the safety invariants
+// with an independent watcher (Watcher) that shares no code with the
+// product's definition of an unavailable node. docs/reliability.md
+// describes the run and its results.
+package chaos

@@ -1,0 +1,521 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/test/cluster"
+)
+
+// PoolLabel assigns worker nodes to a worker pool (its value is the
+// pool's suffix, WorkerPools' keys).
+const PoolLabel = "nodeward.chaos/pool"
+
+// Injector applies a plan of faults to a running cluster.
+type Injector struct {
+	CP       *cluster.ControlPlane
+	Client   kubernetes.Interface
+	Dynamic  dynamic.Interface
+	Watcher  *Watcher
+	Machines map[string]*Machine
+	Replicas []*Replica
+	// Workers are the nodes that may move between the worker pools.
+	Workers []string
+	// WorkerPools maps a PoolLabel value to its UpdatePool's name.
+	WorkerPools map[string]string
+	// Pools are every pool's name (for target changes).
+	Pools []string
+	// NewTarget is the second OS image.
+	NewTarget string
+	// PinNamespace holds the PDB-blocking pods.
+	PinNamespace string
+	Log          func(format string, args ...any)
+
+	mu      sync.Mutex
+	records []*Record
+	undos   sync.WaitGroup
+	seq     int
+}
+
+// Record is what became of one planned fault.
+type Record struct {
+	Fault
+	At       time.Time
+	Victim   string
+	Detail   string
+	Skipped  bool
+	InFlight bool      // the rollout was not finished when it was injected
+	Undone   time.Time // when it was undone (restart healthy, uncordon, removal); zero if nothing to undo
+}
+
+func (r *Record) String() string {
+	s := fmt.Sprintf("%s %-20s %-10s", r.At.Format("15:04:05.000"), r.Kind, r.Victim)
+	if r.Skipped {
+		s += " SKIPPED"
+	}
+	if r.Detail != "" {
+		s += " " + r.Detail
+	}
+	if !r.Undone.IsZero() {
+		s += fmt.Sprintf(" (undone after %s)", r.Undone.Sub(r.At).Round(time.Millisecond))
+	}
+	return s
+}
+
+// Run injects plan in order and returns once every fault is undone. An
+// error is a harness failure (a control-plane component that does not come
+// back), not a finding.
+func (in *Injector) Run(ctx context.Context, plan []Fault) ([]*Record, error) {
+	for _, f := range plan {
+		sleep(ctx, f.Gap)
+		if ctx.Err() != nil {
+			break
+		}
+		r := &Record{Fault: f, At: time.Now(), InFlight: in.inFlight()}
+		in.mu.Lock()
+		in.records = append(in.records, r)
+		in.seq++
+		seq := in.seq
+		in.mu.Unlock()
+		err := in.apply(ctx, r, seq)
+		in.Log("fault %d/%d: %s", seq, len(plan), r)
+		if err != nil {
+			in.undos.Wait()
+			return in.Records(), fmt.Errorf("fault %s: %w", f.Kind, err)
+		}
+	}
+	in.undos.Wait()
+	return in.Records(), ctx.Err()
+}
+
+// Records returns the records so far.
+func (in *Injector) Records() []*Record {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	out := make([]*Record, len(in.records))
+	copy(out, in.records)
+	return out
+}
+
+func (in *Injector) inFlight() bool {
+	for _, v := range in.Watcher.Nodes() {
+		if !v.Updated() {
+			return true
+		}
+	}
+	return false
+}
+
+// later runs undo after hold in the background, retrying it until it
+// succeeds or ctx ends, and stamps r.Undone.
+func (in *Injector) later(ctx context.Context, r *Record, hold time.Duration, undo func(context.Context) error) {
+	in.undos.Go(func() {
+		sleep(ctx, hold)
+		for ctx.Err() == nil {
+			err := undo(ctx)
+			if err == nil {
+				break
+			}
+			in.Log("undo %s on %s: %v (retrying)", r.Kind, r.Victim, err)
+			sleep(ctx, time.Second)
+		}
+		in.mu.Lock()
+		r.Undone = time.Now()
+		in.mu.Unlock()
+	})
+}
+
+func pick(cands []string, p uint64) string {
+	if len(cands) == 0 {
+		return ""
+	}
+	sort.Strings(cands)
+	return cands[p%uint64(len(cands))]
+}
+
+// candidates are the nodes the rollout has not reached yet (by the
+// watcher's view) matching ok, or every node matching ok when none.
+func (in *Injector) candidates(ok func(NodeView) bool, among []string) []string {
+	allowed := map[string]bool{}
+	for _, n := range among {
+		allowed[n] = true
+	}
+	var pending, all []string
+	for _, v := range in.Watcher.Nodes() {
+		if !allowed[v.Name] || !ok(v) {
+			continue
+		}
+		all = append(all, v.Name)
+		if !v.Updated() {
+			pending = append(pending, v.Name)
+		}
+	}
+	if len(pending) > 0 {
+		return pending
+	}
+	return all
+}
+
+func (in *Injector) allNodes() []string {
+	names := make([]string, 0, len(in.Machines))
+	for n := range in.Machines {
+		names = append(names, n)
+	}
+	return names
+}
+
+func (in *Injector) apply(ctx context.Context, r *Record, seq int) error {
+	f := r.Fault
+	switch f.Kind {
+	case KillAgent:
+		r.Victim = pick(in.allNodes(), f.Pick)
+		in.Machines[r.Victim].Kill(ctx, f.Hold)
+		r.Undone = r.At.Add(f.Hold)
+
+	case KillLeader:
+		deadline := time.Now().Add(20 * time.Second)
+		for r.Victim == "" && time.Now().Before(deadline) && ctx.Err() == nil {
+			for _, rep := range in.Replicas {
+				if rep.Leading() {
+					r.Victim = rep.Name
+					rep.Kill(ctx, f.Hold)
+					r.Undone = time.Now().Add(f.Hold)
+					break
+				}
+			}
+			if r.Victim == "" {
+				sleep(ctx, 250*time.Millisecond)
+			}
+		}
+		if r.Victim == "" {
+			r.Skipped, r.Detail = true, "no replica leads"
+		}
+
+	case KillAPIServer:
+		r.Victim = string(cluster.APIServer)
+		if err := in.CP.Kill(cluster.APIServer); err != nil {
+			return err
+		}
+		sleep(ctx, f.Hold)
+		if err := in.restart(ctx, cluster.APIServer); err != nil {
+			return err
+		}
+		r.Undone = time.Now()
+
+	case KillEtcd:
+		r.Victim = string(cluster.Etcd)
+		hostCrash := f.Pick%2 == 1
+		if hostCrash {
+			r.Detail = "with kube-apiserver (host crash: API server killed first, restarted after etcd)"
+			if err := in.CP.Kill(cluster.APIServer); err != nil {
+				return err
+			}
+		}
+		if err := in.CP.Kill(cluster.Etcd); err != nil {
+			return err
+		}
+		sleep(ctx, f.Hold)
+		if err := in.restart(ctx, cluster.Etcd); err != nil {
+			return err
+		}
+		if hostCrash {
+			if err := in.restart(ctx, cluster.APIServer); err != nil {
+				return err
+			}
+		} else {
+			wctx, cancel := context.WithTimeout(ctx, time.Minute)
+			err := in.CP.WaitAPIServer(wctx)
+			cancel()
+			if err != nil {
+				r.Detail = fmt.Sprintf("kube-apiserver not ready a minute after etcd returned (%v): restarted", err)
+				if err := in.restart(ctx, cluster.APIServer); err != nil {
+					return err
+				}
+			}
+		}
+		r.Undone = time.Now()
+
+	case Relabel:
+		r.Victim = pick(append([]string(nil), in.Workers...), f.Pick)
+		return in.retry(ctx, func(ctx context.Context) error {
+			n, err := in.Client.CoreV1().Nodes().Get(ctx, r.Victim, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			from := n.Labels[PoolLabel]
+			to := ""
+			for v := range in.WorkerPools {
+				if v != from && (to == "" || v < to) {
+					to = v
+				}
+			}
+			r.Detail = fmt.Sprintf("%s → %s (state %s, grant %q)", in.WorkerPools[from], in.WorkerPools[to],
+				n.Annotations[keyState], n.Annotations[keyGrant])
+			return in.patchNode(ctx, r.Victim, map[string]any{"metadata": map[string]any{"labels": map[string]any{PoolLabel: to}}})
+		})
+
+	case LowerMaxUnavailable:
+		return in.retry(ctx, func(ctx context.Context) error {
+			var cands []string
+			current := map[string]int{}
+			for _, name := range in.WorkerPools {
+				p, err := in.pool(ctx, name)
+				if err != nil {
+					return err
+				}
+				if mu := p.Spec.MaxUnavailable; mu != nil && mu.Type == intstr.Int && mu.IntVal > 1 {
+					cands = append(cands, name)
+					current[name] = int(mu.IntVal)
+				}
+			}
+			if len(cands) == 0 {
+				r.Skipped, r.Detail = true, "every worker pool is at maxUnavailable 1"
+				return nil
+			}
+			r.Victim = pick(cands, f.Pick)
+			r.Detail = fmt.Sprintf("maxUnavailable %d → %d", current[r.Victim], current[r.Victim]-1)
+			return in.patchPool(ctx, r.Victim, map[string]any{"spec": map[string]any{"maxUnavailable": current[r.Victim] - 1}})
+		})
+
+	case ChangeTarget:
+		return in.retry(ctx, func(ctx context.Context) error {
+			var cands []string
+			for _, name := range in.Pools {
+				p, err := in.pool(ctx, name)
+				if err != nil {
+					return err
+				}
+				if p.Spec.OSImage != in.NewTarget {
+					cands = append(cands, name)
+				}
+			}
+			if len(cands) == 0 {
+				r.Skipped, r.Detail = true, "every pool is on the new target"
+				return nil
+			}
+			r.Victim = pick(cands, f.Pick)
+			r.Detail = "osImage → " + in.NewTarget
+			return in.patchPool(ctx, r.Victim, map[string]any{"spec": map[string]any{"osImage": in.NewTarget}})
+		})
+
+	case AdminCordon:
+		cands := in.candidates(func(v NodeView) bool { return !v.Unschedulable && !v.CordonRecord }, in.allNodes())
+		r.Victim = pick(cands, f.Pick)
+		if r.Victim == "" {
+			r.Skipped, r.Detail = true, "no schedulable node"
+			return nil
+		}
+		return in.adminCordon(ctx, r)
+
+	case PreDrainHook:
+		r.Victim = pick(in.candidates(func(NodeView) bool { return true }, in.allNodes()), f.Pick)
+		key := fmt.Sprintf("%schaos-%d", preDrainHookPrefix, seq)
+		r.Detail = key
+		if err := in.retry(ctx, func(ctx context.Context) error {
+			return in.patchNode(ctx, r.Victim, map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: "chaos-injector"}}})
+		}); err != nil {
+			return err
+		}
+		in.later(ctx, r, f.Hold, func(ctx context.Context) error {
+			return in.patchNode(ctx, r.Victim, map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: nil}}})
+		})
+
+	case PDBBlock:
+		cands := in.candidates(func(v NodeView) bool { return !v.Unschedulable && !v.Disrupted }, in.Workers)
+		r.Victim = pick(cands, f.Pick)
+		if r.Victim == "" {
+			r.Skipped, r.Detail = true, "no schedulable worker"
+			return nil
+		}
+		return in.pdbBlock(ctx, r, seq)
+	}
+	return nil
+}
+
+func (in *Injector) restart(ctx context.Context, c cluster.Component) error {
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	return in.CP.Restart(rctx, c)
+}
+
+// retry runs fn until it succeeds, for up to two minutes (the API server
+// may be coming back from a fault).
+func (in *Injector) retry(ctx context.Context, fn func(context.Context) error) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := fn(cctx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		sleep(ctx, 500*time.Millisecond)
+	}
+}
+
+func (in *Injector) patchNode(ctx context.Context, name string, patch map[string]any) error {
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	_, err = in.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{})
+	return err
+}
+
+func (in *Injector) patchPool(ctx context.Context, name string, patch map[string]any) error {
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	_, err = in.Dynamic.Resource(v1alpha1.UpdatePoolResource()).Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{})
+	return err
+}
+
+func (in *Injector) pool(ctx context.Context, name string) (*v1alpha1.UpdatePool, error) {
+	u, err := in.Dynamic.Resource(v1alpha1.UpdatePoolResource()).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var p v1alpha1.UpdatePool
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// adminCordon cordons like `kubectl cordon` (spec.unschedulable, no
+// nodeward record), only if the node is schedulable and carries no cordon
+// record at the resourceVersion read, and uncordons after Hold, when no
+// nodeward cordon record is on the node.
+func (in *Injector) adminCordon(ctx context.Context, r *Record) error {
+	nodes := in.Client.CoreV1().Nodes()
+	err := in.retry(ctx, func(ctx context.Context) error {
+		n, err := nodes.Get(ctx, r.Victim, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if _, rec := n.Annotations[keyCordonedBy]; rec || n.Spec.Unschedulable {
+			r.Skipped, r.Detail = true, "cordoned meanwhile"
+			return nil
+		}
+		r.Detail = fmt.Sprintf("state %s, grant %q", n.Annotations[keyState], n.Annotations[keyGrant])
+		in.Watcher.AdminCordoned(r.Victim)
+		n.Spec.Unschedulable = true
+		if _, err := nodes.Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			in.Watcher.AdminUncordoned(r.Victim) // did not land: read again (a conflict) or retry
+			return err
+		}
+		return nil
+	})
+	if err != nil || r.Skipped {
+		return err
+	}
+	in.later(ctx, r, r.Hold, func(ctx context.Context) error {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		n, err := nodes.Get(cctx, r.Victim, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !n.Spec.Unschedulable {
+			in.Watcher.AdminUncordoned(r.Victim) // someone else uncordoned: already recorded
+			return nil
+		}
+		if _, rec := n.Annotations[keyCordonedBy]; rec {
+			return fmt.Errorf("node carries a nodeward cordon record over the admin's cordon; waiting")
+		}
+		in.Watcher.AdminUncordoned(r.Victim)
+		n.Spec.Unschedulable = false
+		if _, err := nodes.Update(cctx, n, metav1.UpdateOptions{}); err != nil {
+			in.Watcher.AdminCordoned(r.Victim)
+			return err
+		}
+		return nil
+	})
+	return nil
+}
+
+// pdbBlock pins a ReplicaSet's pod to the node under a PDB that allows no
+// disruption, and deletes both after Hold.
+func (in *Injector) pdbBlock(ctx context.Context, r *Record, seq int) error {
+	name := fmt.Sprintf("pin-%d", seq)
+	labels := map[string]string{"app": name}
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: in.PinNamespace},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeSelector:                  map[string]string{"kubernetes.io/hostname": r.Victim},
+					TerminationGracePeriodSeconds: ptr.To[int64](1),
+					Containers:                    []corev1.Container{{Name: "pinned", Image: "registry.invalid/pinned:1"}},
+				},
+			},
+		},
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: in.PinNamespace},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+			Selector:       &metav1.LabelSelector{MatchLabels: labels},
+		},
+	}
+	r.Detail = in.PinNamespace + "/" + name
+	if err := in.retry(ctx, func(ctx context.Context) error {
+		_, err := in.Client.PolicyV1().PodDisruptionBudgets(in.PinNamespace).Create(ctx, pdb, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	if err := in.retry(ctx, func(ctx context.Context) error {
+		_, err := in.Client.AppsV1().ReplicaSets(in.PinNamespace).Create(ctx, rs, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	in.later(ctx, r, r.Hold, func(ctx context.Context) error {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		err := in.Client.AppsV1().ReplicaSets(in.PinNamespace).Delete(cctx, name,
+			metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		err = in.Client.PolicyV1().PodDisruptionBudgets(in.PinNamespace).Delete(cctx, name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		return nil
+	})
+	return nil
+}

@@ -1,0 +1,919 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
+)
+
+// The protocol keys the watcher reads, spelled out from docs/protocol.md
+// on purpose: the watcher shares no code with the product's definition of
+// an unavailable node (v1alpha1.Unavailable, Step.Disrupting), so that a
+// mistake there cannot hide here.
+const (
+	keyGrant           = "update.nodeward.io/grant"
+	keyState           = "update.nodeward.io/state"
+	keyStateGrant      = "update.nodeward.io/state-grant"
+	keyStateTarget     = "update.nodeward.io/state-target"
+	keyGrantPool       = "update.nodeward.io/grant-pool"
+	keyCordonedBy      = "update.nodeward.io/cordoned-by"
+	preDrainHookPrefix = "pre-drain.hook.nodeward.io/"
+	controlPlaneLabel  = "node-role.kubernetes.io/control-plane"
+	masterLabel        = "node-role.kubernetes.io/master"
+)
+
+// Violation kinds.
+const (
+	// VMaxUnavailable: a new grant was written in a pool while the pool
+	// already had maxUnavailable or more nodes disrupted.
+	VMaxUnavailable = "maxUnavailable"
+	// VControlPlane: more than one control-plane node disrupted at once,
+	// cluster-wide.
+	VControlPlane = "control-plane"
+	// VRebootUndrained: a node finalized or rebooted without a completed
+	// drain since it was last schedulable, or its machine went down with
+	// pods still bound to it.
+	VRebootUndrained = "reboot-without-drain"
+	// VAdminUncordon: a node an admin cordoned became schedulable before
+	// the admin uncordoned it.
+	VAdminUncordon = "uncordon-of-admin-cordon"
+	// VHookIgnored: a node went past its pre-drain gate (to Cordoning or
+	// Draining) while a pre-drain hook had been on it for longer than the
+	// hook grace.
+	VHookIgnored = "pre-drain-hook-ignored"
+)
+
+// Violation is one broken invariant, as the watcher saw it.
+type Violation struct {
+	At     time.Time
+	Kind   string
+	Pool   string
+	Nodes  []string
+	Detail string
+}
+
+func (v Violation) String() string {
+	pool := ""
+	if v.Pool != "" {
+		pool = " pool " + v.Pool
+	}
+	return fmt.Sprintf("%s %s%s nodes %v: %s", v.At.Format("15:04:05.000"), v.Kind, pool, v.Nodes, v.Detail)
+}
+
+// disrupted is the watcher's own definition of a node taken out of
+// service by an update: cordoned by nodeward (its cordon record), or in an
+// agent step from Cordoning to Uncordoning (or the side steps between
+// them), or holding a grant its agent has not yet reported Done or Yielded
+// for (docs/protocol.md: the coordinator writes the next grants before it
+// removes a finished node's grant, and that node is back in service).
+func disrupted(n *corev1.Node) bool {
+	a := n.Annotations
+	if _, ok := a[keyCordonedBy]; ok {
+		return true
+	}
+	switch a[keyState] {
+	case "Cordoning", "Draining", "HooksPreReboot", "Finalizing", "Rebooting", "Verifying", "WaitingHealthy",
+		"Uncordoning", "Yielding", "RollingBack", "RolledBack":
+		return true
+	}
+	if g := a[keyGrant]; g != "" {
+		finished := a[keyState] == "Done" || a[keyState] == "Yielded"
+		return !(finished && a[keyStateGrant] == g)
+	}
+	return false
+}
+
+// WatcherOptions configure a Watcher.
+type WatcherOptions struct {
+	Client  kubernetes.Interface
+	Dynamic dynamic.Interface
+	// PoolSelector picks the UpdatePools to watch (label selector).
+	PoolSelector string
+	// Grace covers what no coordinator can see in time: a grant written
+	// within Grace after maxUnavailable was lowered is judged against the
+	// previous limit, and a node relabelled into a pool less than Grace
+	// before a grant does not count against it. Default 5 s.
+	Grace time.Duration
+	// HookGrace is how long a pre-drain hook must have been visible before
+	// passing the pre-drain gate counts as ignoring it (the agent may have
+	// decided on a copy of its Node from just before). Default 10 s.
+	HookGrace time.Duration
+	// Log receives progress lines (nil: none).
+	Log func(format string, args ...any)
+	// Now is the clock (default time.Now), for the watcher's own tests.
+	Now func() time.Time
+}
+
+// Watcher is the independent invariant watcher: its own watches of Nodes
+// and UpdatePools (list, then watch from the list's resourceVersion,
+// resumed after every break; a relist after an expired resourceVersion is a
+// gap, counted), its own definition of disrupted, and a record of every
+// violation with its time and nodes.
+type Watcher struct {
+	opts WatcherOptions
+
+	mu         sync.Mutex
+	nodes      map[string]*nodeRec
+	pools      map[string]*poolRec
+	admin      map[string]bool // nodes an admin cordoned and has not uncordoned
+	violations []Violation
+	cpOver     bool // more than one control-plane node disrupted right now
+	stats      Stats
+	synced     chan struct{}
+	syncedN    int
+}
+
+// Stats are the watcher's counters.
+type Stats struct {
+	NodeEvents, PoolEvents int
+	// Gaps counts relists after a watch could not resume (the API server
+	// restarted and the resourceVersion had expired).
+	Gaps int
+	// Grants counts new grants checked against their pool's budget.
+	Grants int
+	// MaxDisrupted is the most disrupted nodes seen at once per pool.
+	MaxDisrupted map[string]int
+	// RebootsChecked counts machine reboots whose pods were checked;
+	// RebootsUnverified those the API did not answer for in time.
+	RebootsChecked, RebootsUnverified int
+	// StepsUnverified counts finalizations after a watch gap hid the
+	// node's steps (the pod check at the reboot still applies).
+	StepsUnverified int
+}
+
+type nodeRec struct {
+	node *corev1.Node
+	// pool is the first pool (by name) selecting the node, sel every
+	// pool selecting it; joined holds when a relabel moved the node into a
+	// pool of sel (absent: selected from the start or by a pool change).
+	pool   string
+	sel    []string
+	joined map[string]time.Time
+	// drained: Draining was seen since the node was last schedulable;
+	// gap: a watch gap may have hidden steps since then; flagged: a
+	// reboot-without-drain was recorded since then.
+	drained, gap, flagged bool
+	hooks                 map[string]time.Time // pre-drain hooks and when first seen
+	step                  string
+	cordonedAt            time.Time // when the watcher last saw it turn unschedulable
+}
+
+type poolRec struct {
+	name         string
+	selector     labels.Selector
+	controlPlane bool
+	target       string
+	history      []limitChange
+}
+
+type limitChange struct {
+	at  time.Time
+	max *intstr.IntOrString
+}
+
+// NewWatcher returns a watcher; Run starts it.
+func NewWatcher(opts WatcherOptions) *Watcher {
+	if opts.Grace == 0 {
+		opts.Grace = 5 * time.Second
+	}
+	if opts.HookGrace == 0 {
+		opts.HookGrace = 10 * time.Second
+	}
+	if opts.Log == nil {
+		opts.Log = func(string, ...any) {}
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Watcher{opts: opts, nodes: map[string]*nodeRec{}, pools: map[string]*poolRec{},
+		admin: map[string]bool{}, stats: Stats{MaxDisrupted: map[string]int{}}, synced: make(chan struct{})}
+}
+
+// Run watches until ctx ends.
+func (w *Watcher) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { w.loop(ctx, "pools", w.listPools, w.watchPools, w.replacePools, w.poolEvent) })
+	wg.Go(func() { w.loop(ctx, "nodes", w.listNodes, w.watchNodes, w.replaceNodes, w.nodeEvent) })
+	wg.Wait()
+}
+
+// WaitSynced waits for the first list of pools and of nodes.
+func (w *Watcher) WaitSynced(ctx context.Context) error {
+	select {
+	case <-w.synced:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("watcher: first lists: %w", ctx.Err())
+	}
+}
+
+// loop lists, then watches from the list's resourceVersion, resuming each
+// broken watch where it stopped; when the API server no longer has that
+// resourceVersion (410 Gone, after a restart) it lists again: a gap.
+func (w *Watcher) loop(ctx context.Context, what string,
+	list func(context.Context) ([]runtime.Object, string, error),
+	watchFrom func(context.Context, string) (watch.Interface, error),
+	replace func(objs []runtime.Object, gap bool),
+	event func(watch.EventType, runtime.Object)) {
+	first := true
+	for ctx.Err() == nil {
+		objs, rv, err := list(ctx)
+		if err != nil {
+			sleep(ctx, 250*time.Millisecond)
+			continue
+		}
+		replace(objs, !first)
+		if first {
+			w.mu.Lock()
+			if w.syncedN++; w.syncedN == 2 {
+				close(w.synced)
+			}
+			w.mu.Unlock()
+		} else {
+			w.mu.Lock()
+			w.stats.Gaps++
+			w.mu.Unlock()
+			w.opts.Log("watcher: %s relisted at resourceVersion %s (watch gap)", what, rv)
+		}
+		first = false
+		for ctx.Err() == nil {
+			wi, err := watchFrom(ctx, rv)
+			if err != nil {
+				if expired(err) {
+					break
+				}
+				sleep(ctx, 250*time.Millisecond)
+				continue
+			}
+			next, gone := w.drain(wi, rv, event)
+			wi.Stop()
+			rv = next
+			if gone {
+				break
+			}
+		}
+	}
+}
+
+// drain consumes one watch until it ends; it returns the last
+// resourceVersion seen and whether the watch ended on 410 Gone.
+func (w *Watcher) drain(wi watch.Interface, rv string, event func(watch.EventType, runtime.Object)) (string, bool) {
+	for ev := range wi.ResultChan() {
+		switch ev.Type {
+		case watch.Error:
+			return rv, expired(apierrors.FromObject(ev.Object))
+		case watch.Bookmark:
+			if m, err := metaOf(ev.Object); err == nil {
+				rv = m.GetResourceVersion()
+			}
+		default:
+			if m, err := metaOf(ev.Object); err == nil {
+				rv = m.GetResourceVersion()
+			}
+			event(ev.Type, ev.Object)
+		}
+	}
+	return rv, false
+}
+
+func metaOf(obj runtime.Object) (metav1.Object, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		return m, nil
+	}
+	return nil, fmt.Errorf("%T has no metadata", obj)
+}
+
+func expired(err error) bool {
+	if err == nil {
+		return false
+	}
+	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+		return true
+	}
+	s, ok := err.(apierrors.APIStatus)
+	return ok && s.Status().Code == http.StatusGone
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+var watchTimeout = int64(300)
+
+func (w *Watcher) listNodes(ctx context.Context) ([]runtime.Object, string, error) {
+	lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	list, err := w.opts.Client.CoreV1().Nodes().List(lctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, "", err
+	}
+	objs := make([]runtime.Object, len(list.Items))
+	for i := range list.Items {
+		objs[i] = &list.Items[i]
+	}
+	return objs, list.ResourceVersion, nil
+}
+
+func (w *Watcher) watchNodes(ctx context.Context, rv string) (watch.Interface, error) {
+	return w.opts.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{ResourceVersion: rv,
+		AllowWatchBookmarks: true, TimeoutSeconds: &watchTimeout})
+}
+
+func (w *Watcher) listPools(ctx context.Context) ([]runtime.Object, string, error) {
+	lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	list, err := w.opts.Dynamic.Resource(v1alpha1.UpdatePoolResource()).List(lctx, metav1.ListOptions{LabelSelector: w.opts.PoolSelector})
+	if err != nil {
+		return nil, "", err
+	}
+	objs := make([]runtime.Object, len(list.Items))
+	for i := range list.Items {
+		objs[i] = &list.Items[i]
+	}
+	return objs, list.GetResourceVersion(), nil
+}
+
+func (w *Watcher) watchPools(ctx context.Context, rv string) (watch.Interface, error) {
+	return w.opts.Dynamic.Resource(v1alpha1.UpdatePoolResource()).Watch(ctx, metav1.ListOptions{
+		LabelSelector: w.opts.PoolSelector, ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: &watchTimeout})
+}
+
+// replaceNodes applies a (re)list: the whole snapshot first, then the
+// checks for each node that changed, so that a grant that appeared during
+// a gap is judged against the same consistent snapshot.
+func (w *Watcher) replaceNodes(objs []runtime.Object, gap bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	seen := map[string]bool{}
+	type change struct {
+		rec      *nodeRec
+		old, cur *corev1.Node
+	}
+	var changed []change
+	for _, o := range objs {
+		n := o.(*corev1.Node)
+		seen[n.Name] = true
+		rec := w.nodes[n.Name]
+		if rec == nil {
+			rec = &nodeRec{hooks: map[string]time.Time{}, joined: map[string]time.Time{}}
+			w.nodes[n.Name] = rec
+		}
+		old := rec.node
+		if old != nil && old.ResourceVersion == n.ResourceVersion {
+			continue
+		}
+		rec.node = n
+		changed = append(changed, change{rec, old, n})
+	}
+	for name := range w.nodes {
+		if !seen[name] {
+			delete(w.nodes, name)
+		}
+	}
+	for _, c := range changed {
+		w.observeNode(c.rec, c.old, c.cur, gap)
+	}
+	w.stats.NodeEvents += len(changed)
+}
+
+func (w *Watcher) nodeEvent(t watch.EventType, obj runtime.Object) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stats.NodeEvents++
+	if t == watch.Deleted {
+		delete(w.nodes, n.Name)
+		w.checkControlPlane(w.opts.Now())
+		return
+	}
+	rec := w.nodes[n.Name]
+	if rec == nil {
+		rec = &nodeRec{hooks: map[string]time.Time{}, joined: map[string]time.Time{}}
+		w.nodes[n.Name] = rec
+	}
+	old := rec.node
+	rec.node = n
+	w.observeNode(rec, old, n, false)
+}
+
+// observeNode runs every check on one node's change from old (nil when
+// first seen) to cur; the cache already holds cur. gap: the change was
+// learned from a relist, intermediate states may be missing.
+func (w *Watcher) observeNode(rec *nodeRec, old, cur *corev1.Node, gap bool) {
+	now := w.opts.Now()
+	a := cur.Annotations
+	relabelled := old != nil && !labels.Equals(old.Labels, cur.Labels)
+	sel := w.poolsOf(cur)
+	for p := range rec.joined {
+		if !slices.Contains(sel, p) {
+			delete(rec.joined, p)
+		}
+	}
+	for _, p := range sel {
+		if relabelled && !slices.Contains(rec.sel, p) {
+			rec.joined[p] = now
+		}
+	}
+	rec.setPools(sel)
+	// Pre-drain hooks, with the time each was first seen.
+	for k := range rec.hooks {
+		if _, ok := a[k]; !ok {
+			delete(rec.hooks, k)
+		}
+	}
+	for k := range a {
+		if strings.HasPrefix(k, preDrainHookPrefix) {
+			if _, ok := rec.hooks[k]; !ok {
+				rec.hooks[k] = now
+			}
+		}
+	}
+	// Schedulability: an uncordon ends a drain's validity, and must not
+	// undo an admin's cordon.
+	if !cur.Spec.Unschedulable {
+		if old != nil && old.Spec.Unschedulable && w.admin[cur.Name] {
+			w.record(Violation{At: now, Kind: VAdminUncordon, Pool: rec.pool, Nodes: []string{cur.Name},
+				Detail: fmt.Sprintf("an admin's cordon was removed (state %s, grant %q, resourceVersion %s)",
+					a[keyState], a[keyGrant], cur.ResourceVersion)})
+		}
+		rec.drained, rec.gap, rec.flagged = false, false, false
+	} else {
+		if old == nil || !old.Spec.Unschedulable {
+			rec.cordonedAt = now
+		}
+		if gap {
+			rec.gap = true
+		}
+	}
+	// Steps.
+	if step := a[keyState]; step != rec.step {
+		prev := rec.step
+		rec.step = step
+		switch step {
+		case "Cordoning", "Draining":
+			if beforeGate(prev) {
+				for k, since := range rec.hooks {
+					if now.Sub(since) > w.opts.HookGrace {
+						w.record(Violation{At: now, Kind: VHookIgnored, Pool: rec.pool, Nodes: []string{cur.Name},
+							Detail: fmt.Sprintf("%s → %s with hook %s present for %s (grant %q)", prev, step, k,
+								now.Sub(since).Round(time.Millisecond), a[keyStateGrant])})
+					}
+				}
+			}
+			if step == "Draining" && cur.Spec.Unschedulable {
+				rec.drained = true
+			}
+		case "Finalizing", "Rebooting":
+			switch {
+			case rec.drained || rec.flagged:
+			case rec.gap:
+				w.stats.StepsUnverified++
+				rec.flagged = true
+			default:
+				rec.flagged = true
+				w.record(Violation{At: now, Kind: VRebootUndrained, Pool: rec.pool, Nodes: []string{cur.Name},
+					Detail: fmt.Sprintf("%s → %s without Draining since the node was last schedulable (grant %q, target %q, unschedulable %v)",
+						prev, step, a[keyStateGrant], a[keyStateTarget], cur.Spec.Unschedulable)})
+			}
+		}
+	}
+	// A new grant: the pool must have had fewer than maxUnavailable nodes
+	// disrupted besides this one.
+	oldGrant := ""
+	if old != nil {
+		oldGrant = old.Annotations[keyGrant]
+	}
+	if g := a[keyGrant]; g != "" && g != oldGrant && old != nil {
+		w.checkGrant(rec, cur, g, now, gap)
+	}
+	w.checkControlPlane(now)
+	for p := range w.pools {
+		if !rec.memberOf(p) {
+			continue
+		}
+		n := 0
+		for _, r := range w.nodes {
+			if r.memberOf(p) && disrupted(r.node) {
+				n++
+			}
+		}
+		w.stats.MaxDisrupted[p] = max(w.stats.MaxDisrupted[p], n)
+	}
+}
+
+func (r *nodeRec) setPools(sel []string) {
+	r.sel = sel
+	r.pool = ""
+	if len(sel) > 0 {
+		r.pool = sel[0]
+	}
+}
+
+// memberOf reports whether the node counts in pool p: p selects it, or it
+// holds a grant p issued (docs/protocol.md: a pool counts the nodes holding
+// its grants until they are released, relabelled or not).
+func (r *nodeRec) memberOf(p string) bool {
+	if slices.Contains(r.sel, p) {
+		return true
+	}
+	a := r.node.Annotations
+	return a[keyGrant] != "" && a[keyGrantPool] == p
+}
+
+// beforeGate reports whether step comes before the pre-drain gate.
+func beforeGate(step string) bool {
+	switch step {
+	case "", "Idle", "Staging", "Staged", "Granted", "HooksPreDrain", "Done", "Yielded":
+		return true
+	}
+	return false
+}
+
+func (w *Watcher) checkGrant(rec *nodeRec, cur *corev1.Node, grant string, now time.Time, gap bool) {
+	// The issuing pool judges its grant; a grant without grant-pool is
+	// judged by the pool selecting the node.
+	name := cur.Annotations[keyGrantPool]
+	if name == "" {
+		name = rec.pool
+	}
+	p := w.pools[name]
+	if p == nil {
+		w.opts.Log("watcher: grant %q on %s from pool %q, which the watcher does not know", grant, cur.Name, name)
+		return
+	}
+	w.stats.Grants++
+	members := 0
+	var others []string
+	for name, r := range w.nodes {
+		if !r.memberOf(p.name) {
+			continue
+		}
+		members++
+		if r == rec || !disrupted(r.node) {
+			continue
+		}
+		if joined, ok := r.joined[p.name]; ok && now.Sub(joined) < w.opts.Grace {
+			continue // relabelled in just now: the coordinator may not know yet
+		}
+		others = append(others, name)
+	}
+	limit := w.limitAt(p, members, now)
+	if len(others) < limit {
+		return
+	}
+	sort.Strings(others)
+	how := ""
+	if gap {
+		how = " (seen on a relist after a watch gap)"
+	}
+	w.record(Violation{At: now, Kind: VMaxUnavailable, Pool: p.name, Nodes: append([]string{cur.Name}, others...),
+		Detail: fmt.Sprintf("grant %q written on %s (resourceVersion %s) while %d nodes were already disrupted, limit %d%s: %s",
+			grant, cur.Name, cur.ResourceVersion, len(others), limit, how, w.describe(others))})
+}
+
+// describe lists nodes with their state, grant and cordon record.
+func (w *Watcher) describe(names []string) string {
+	parts := make([]string, 0, len(names))
+	for _, name := range names {
+		n := w.nodes[name].node
+		a := n.Annotations
+		_, rec := a[keyCordonedBy]
+		parts = append(parts, fmt.Sprintf("%s[state=%s state-grant=%q grant=%q grant-pool=%q cordoned-by=%v unschedulable=%v]",
+			name, a[keyState], a[keyStateGrant], a[keyGrant], a[keyGrantPool], rec, n.Spec.Unschedulable))
+	}
+	return strings.Join(parts, " ")
+}
+
+// limitAt is the pool's budget at now: the largest limit in force at any
+// moment of the last Grace (a coordinator cannot see a lowered limit
+// before its watch delivers it).
+func (w *Watcher) limitAt(p *poolRec, members int, now time.Time) int {
+	limit := -1
+	for i, c := range p.history {
+		end := now
+		if i+1 < len(p.history) {
+			end = p.history[i+1].at
+		}
+		if end.Before(now.Add(-w.opts.Grace)) {
+			continue // superseded before the grace window
+		}
+		limit = max(limit, budget(c.max, members, p.controlPlane))
+	}
+	return max(limit, 0)
+}
+
+// budget resolves maxUnavailable as the API documents it: a count, or a
+// percentage of the pool's nodes rounded down but at least 1; default 1;
+// at most 1 in the control-plane pool.
+func budget(mu *intstr.IntOrString, members int, controlPlane bool) int {
+	limit := 1
+	if mu != nil {
+		if mu.Type == intstr.Int {
+			limit = int(mu.IntVal)
+		} else {
+			var pct int
+			if _, err := fmt.Sscanf(strings.TrimSuffix(mu.StrVal, "%"), "%d", &pct); err == nil {
+				limit = max(1, members*pct/100)
+			}
+		}
+	}
+	if controlPlane {
+		limit = min(limit, 1)
+	}
+	return limit
+}
+
+func (w *Watcher) checkControlPlane(now time.Time) {
+	var down []string
+	for name, r := range w.nodes {
+		_, cp := r.node.Labels[controlPlaneLabel]
+		_, master := r.node.Labels[masterLabel]
+		if (cp || master) && disrupted(r.node) {
+			down = append(down, name)
+		}
+	}
+	if len(down) <= 1 {
+		w.cpOver = false
+		return
+	}
+	if w.cpOver {
+		return
+	}
+	w.cpOver = true
+	sort.Strings(down)
+	w.record(Violation{At: now, Kind: VControlPlane, Nodes: down,
+		Detail: fmt.Sprintf("%d control-plane nodes disrupted: %s", len(down), w.describe(down))})
+}
+
+func (w *Watcher) record(v Violation) {
+	w.violations = append(w.violations, v)
+	w.opts.Log("VIOLATION %s", v)
+}
+
+// poolsOf lists the pools (by name) whose selector matches n.
+func (w *Watcher) poolsOf(n *corev1.Node) []string {
+	var out []string
+	for name, p := range w.pools {
+		if p.selector.Matches(labels.Set(n.Labels)) {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (w *Watcher) replacePools(objs []runtime.Object, _ bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	seen := map[string]bool{}
+	for _, o := range objs {
+		if name := w.applyPool(o); name != "" {
+			seen[name] = true
+		}
+	}
+	for name := range w.pools {
+		if !seen[name] {
+			delete(w.pools, name)
+		}
+	}
+	w.remember()
+}
+
+func (w *Watcher) poolEvent(t watch.EventType, obj runtime.Object) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stats.PoolEvents++
+	if t == watch.Deleted {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			delete(w.pools, u.GetName())
+		}
+	} else {
+		w.applyPool(obj)
+	}
+	w.remember()
+}
+
+// applyPool records a pool's selector, target and maxUnavailable history.
+func (w *Watcher) applyPool(obj runtime.Object) string {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return ""
+	}
+	var pool v1alpha1.UpdatePool
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &pool); err != nil {
+		w.opts.Log("watcher: decode pool %s: %v", u.GetName(), err)
+		return ""
+	}
+	sel := labels.Nothing()
+	if pool.Spec.NodeSelector != nil {
+		s, err := metav1.LabelSelectorAsSelector(pool.Spec.NodeSelector)
+		if err != nil {
+			w.opts.Log("watcher: pool %s selector: %v", pool.Name, err)
+		} else {
+			sel = s
+		}
+	}
+	p := w.pools[pool.Name]
+	if p == nil {
+		p = &poolRec{name: pool.Name}
+		w.pools[pool.Name] = p
+	}
+	p.selector, p.controlPlane, p.target = sel, pool.Spec.ControlPlane, pool.Spec.OSImage
+	mu := pool.Spec.MaxUnavailable
+	if n := len(p.history); n == 0 || !sameIntStr(p.history[n-1].max, mu) {
+		p.history = append(p.history, limitChange{at: w.opts.Now(), max: mu})
+	}
+	return pool.Name
+}
+
+func sameIntStr(a, b *intstr.IntOrString) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// remember recomputes every node's pool after a pool change; a pool change
+// is not a relabel, so no node gets a grace for it.
+func (w *Watcher) remember() {
+	for _, r := range w.nodes {
+		if r.node != nil {
+			r.setPools(w.poolsOf(r.node))
+		}
+	}
+}
+
+// AdminCordoned tells the watcher an admin is about to cordon node: from
+// the cordon until AdminUncordoned, only the admin may make it schedulable.
+func (w *Watcher) AdminCordoned(node string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.admin[node] = true
+}
+
+// AdminUncordoned tells the watcher the admin is about to uncordon node
+// (or that its cordon did not land).
+func (w *Watcher) AdminUncordoned(node string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.admin, node)
+}
+
+// CheckDrained is called when node's machine goes down (before the agent
+// dies): every pod bound to it before then must be gone, since the drain
+// waits for evicted pods to disappear. The API is asked directly (a quorum
+// read), for up to 10 s; a reboot it could not check is counted
+// unverified.
+func (w *Watcher) CheckDrained(ctx context.Context, node string, down time.Time) {
+	var pods *corev1.PodList
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		var err error
+		pods, err = w.opts.Client.CoreV1().Pods("").List(lctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			w.mu.Lock()
+			w.stats.RebootsUnverified++
+			w.mu.Unlock()
+			w.opts.Log("watcher: reboot of %s at %s not checked: %v", node, down.Format("15:04:05.000"), err)
+			return
+		}
+		sleep(ctx, 250*time.Millisecond)
+	}
+	var left []string
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		// Timestamps have a one-second resolution: a pod created in the
+		// second of the reboot or later is not the drain's.
+		if !p.CreationTimestamp.Time.Before(down.Add(-time.Second)) {
+			continue
+		}
+		if t := scheduledAt(&p); !t.IsZero() && !t.Before(down.Add(-time.Second)) {
+			continue
+		}
+		state := "running"
+		if p.DeletionTimestamp != nil {
+			state = "terminating"
+		}
+		left = append(left, fmt.Sprintf("%s/%s (%s, created %s, scheduled %s)", p.Namespace, p.Name, state,
+			p.CreationTimestamp.Format("15:04:05"), scheduledAt(&p).Format("15:04:05")))
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stats.RebootsChecked++
+	if len(left) > 0 {
+		slices.Sort(left)
+		rec := w.nodes[node]
+		desc, pool, cordoned := "", "", ""
+		if rec != nil {
+			desc, pool, cordoned = w.describe([]string{node}), rec.pool, rec.cordonedAt.Format("15:04:05.000")
+		}
+		w.record(Violation{At: down, Kind: VRebootUndrained, Pool: pool, Nodes: []string{node},
+			Detail: fmt.Sprintf("machine went down with %d pods still bound: %s; node cordoned (as the watcher saw it) at %s; %s",
+				len(left), strings.Join(left, ", "), cordoned, desc)})
+	}
+}
+
+func scheduledAt(p *corev1.Pod) time.Time {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
+}
+
+// Violations returns a copy of every violation recorded so far.
+func (w *Watcher) Violations() []Violation {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.violations)
+}
+
+// Stats returns a copy of the counters.
+func (w *Watcher) Stats() Stats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.stats
+	s.MaxDisrupted = map[string]int{}
+	for k, v := range w.stats.MaxDisrupted {
+		s.MaxDisrupted[k] = v
+	}
+	return s
+}
+
+// NodeView is what the watcher last saw of a node.
+type NodeView struct {
+	Name, Pool, PoolTarget   string
+	State, StateTarget       string
+	Grant                    string
+	CordonRecord             bool
+	Unschedulable, Disrupted bool
+	Hooks                    int
+}
+
+// Nodes returns the watcher's view of every node, by name.
+func (w *Watcher) Nodes() []NodeView {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]NodeView, 0, len(w.nodes))
+	for name, r := range w.nodes {
+		a := r.node.Annotations
+		_, rec := a[keyCordonedBy]
+		v := NodeView{Name: name, Pool: r.pool, State: a[keyState], StateTarget: a[keyStateTarget], Grant: a[keyGrant],
+			CordonRecord: rec, Unschedulable: r.node.Spec.Unschedulable, Disrupted: disrupted(r.node), Hooks: len(r.hooks)}
+		if p := w.pools[r.pool]; p != nil {
+			v.PoolTarget = p.target
+		}
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Settled reports whether v is at the end of its rollout: Done on its
+// pool's target, no grant, no cordon of any kind, no hook.
+func (v NodeView) Settled() bool {
+	return v.Pool != "" && v.State == "Done" && v.StateTarget == v.PoolTarget && v.Grant == "" &&
+		!v.CordonRecord && !v.Unschedulable && v.Hooks == 0
+}
+
+// Updated reports whether v is Done on its pool's target (the rollout has
+// reached it, whatever else is on it).
+func (v NodeView) Updated() bool {
+	return v.Pool != "" && v.State == "Done" && v.StateTarget == v.PoolTarget
+}

@@ -48,8 +48,8 @@ type size struct {
 }
 
 var (
-	reducedSize = size{name: "reduced", controlPlane: 3, workersA: 5, workersB: 4, maxA: 2, maxB: 2,
-		faults: 18, targetChanges: 2, gapMin: 1500 * time.Millisecond, gapMax: 4 * time.Second, converge: 5 * time.Minute}
+	reducedSize = size{name: "reduced", controlPlane: 3, workersA: 5, workersB: 4, maxA: 2, maxB: 1,
+		faults: 18, targetChanges: 3, gapMin: 1500 * time.Millisecond, gapMax: 4 * time.Second, converge: 5 * time.Minute}
 	fullSize = size{name: "full", controlPlane: 3, workersA: 14, workersB: 13, maxA: 4, maxB: 3,
 		faults: 40, targetChanges: 3, gapMin: 2 * time.Second, gapMax: 6 * time.Second, converge: 20 * time.Minute}
 )

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodeward/nodeward/api/kube"
@@ -123,8 +124,18 @@ func (d *Drainer) Run(ctx context.Context) (*Result, error) {
 	return res, err
 }
 
+// maxRounds bounds how many times a drain goes back for pods bound to the
+// node after its last look: a controller that keeps binding pods to a
+// cordoned node makes the node undrainable, which is reported as blocked.
+const maxRounds = 10
+
 // Drain evicts the node's pods batch by batch. It does not cordon: the
 // caller does, so that its own records (the agent's state) come first.
+//
+// Pods bound to the node while it drains (a scheduler acting on a stale
+// cache after an API server restart, a controller that sets nodeName) are
+// drained too: the drain ends only when its watch shows no pod on the node
+// that it has not moved, waited on or skipped.
 func (d *Drainer) Drain(ctx context.Context) (*Result, error) {
 	start := time.Now()
 	res := &Result{}
@@ -139,39 +150,75 @@ func (d *Drainer) Drain(ctx context.Context) (*Result, error) {
 	if err := tracker.start(ctx); err != nil {
 		return res, fmt.Errorf("drain node %s: %w", d.node, err)
 	}
-	p, err := plan(d.node, tracker.pods(), d.opts, time.Now())
-	if err != nil {
-		outcome = "refused"
-		return res, fmt.Errorf("plan the drain of node %s: %w", d.node, err)
-	}
-	res.Plan = p
-	if err := p.Err(); err != nil {
-		outcome = "refused"
-		d.event(corev1.EventTypeWarning, "DrainRefused", truncate(err.Error()))
-		d.setDrained(ctx, corev1.ConditionFalse, "DrainRefused", truncate(err.Error()))
-		return res, err
-	}
-	if d.opts.DryRun {
-		outcome = "drained"
-		return res, nil
-	}
-	msg := fmt.Sprintf("draining %d pods in %d batches", p.Pods(), len(p.Batches))
-	d.log.Info("drain started", "node", d.node, "pods", p.Pods(), "batches", len(p.Batches), "finished", len(p.Finished))
-	d.event(corev1.EventTypeNormal, "DrainStarted", msg)
-	// A drain retried after a blocked attempt keeps its blocking report
-	// until the blockers change, instead of flapping back to Draining.
-	if !d.drainedIs(ctx, corev1.ConditionFalse, "DrainBlocked") {
-		d.setDrained(ctx, corev1.ConditionFalse, "Draining", msg)
-	}
-	if err := d.deleteFinished(ctx, p.Finished, res); err != nil {
-		return res, err
-	}
-
 	r := &run{d: d, tracker: tracker, blockers: newBlockerSet(d), res: res}
 	if d.opts.Timeout > 0 {
 		r.timedOut = afterChan(ctx, d.opts.Timeout)
 	}
-	go r.blockers.loop(ctx, d.cfg.ReportEvery)
+	handled := map[types.UID]bool{}
+	for round := 1; ; round++ {
+		p, err := plan(d.node, unhandled(tracker.pods(), handled), d.opts, time.Now())
+		if err != nil {
+			outcome = "refused"
+			return res, fmt.Errorf("plan the drain of node %s: %w", d.node, err)
+		}
+		if round > 1 && p.settled() {
+			break
+		}
+		if round > maxRounds {
+			outcome = "blocked"
+			return res, fmt.Errorf("drain node %s: %w: pods keep being bound to it while it drains (%d rounds), last %s",
+				d.node, ErrBlocked, maxRounds, p.describePods())
+		}
+		p.markHandled(handled)
+		outcome, err = r.round(ctx, p, round)
+		if err != nil || d.opts.DryRun {
+			return res, err
+		}
+	}
+	outcome = "drained"
+	d.metrics.setBlocked(0)
+	done := fmt.Sprintf("drained %d pods in %s", res.Plan.Pods(), time.Since(start).Round(time.Millisecond))
+	d.log.Info("drain finished", "node", d.node, "pods", res.Plan.Pods(), "evicted", res.Evicted, "forced", res.Forced)
+	d.event(corev1.EventTypeNormal, "Drained", done)
+	d.setDrained(ctx, corev1.ConditionTrue, "Drained", done)
+	return res, nil
+}
+
+// round drains the pods of one plan: the first one, or the pods bound to
+// the node since. It returns the drain's outcome so far for the metrics.
+func (r *run) round(ctx context.Context, p *Plan, round int) (outcome string, err error) {
+	d, res := r.d, r.res
+	if round == 1 {
+		res.Plan = p
+	} else {
+		res.Plan.merge(p)
+		d.log.Warn("pods were bound to the node while it drained; draining them too",
+			"node", d.node, "round", round, "pods", p.describePods())
+		d.event(corev1.EventTypeWarning, "PodsBoundDuringDrain", truncate(fmt.Sprintf(
+			"round %d: %s were bound to the node after the drain listed its pods", round, p.describePods())))
+	}
+	if err := p.Err(); err != nil {
+		d.event(corev1.EventTypeWarning, "DrainRefused", truncate(err.Error()))
+		d.setDrained(ctx, corev1.ConditionFalse, "DrainRefused", truncate(err.Error()))
+		return "refused", err
+	}
+	if d.opts.DryRun {
+		return "drained", nil
+	}
+	if round == 1 {
+		msg := fmt.Sprintf("draining %d pods in %d batches", p.Pods(), len(p.Batches))
+		d.log.Info("drain started", "node", d.node, "pods", p.Pods(), "batches", len(p.Batches), "finished", len(p.Finished))
+		d.event(corev1.EventTypeNormal, "DrainStarted", msg)
+		// A drain retried after a blocked attempt keeps its blocking report
+		// until the blockers change, instead of flapping back to Draining.
+		if !d.drainedIs(ctx, corev1.ConditionFalse, "DrainBlocked") {
+			d.setDrained(ctx, corev1.ConditionFalse, "Draining", msg)
+		}
+		go r.blockers.loop(ctx, d.cfg.ReportEvery)
+	}
+	if err := d.deleteFinished(ctx, p.Finished, res); err != nil {
+		return "failed", err
+	}
 	for _, b := range p.Batches {
 		d.progress(Progress{Kind: ProgressBatch, Batch: b.Label(), Message: fmt.Sprintf("%d pods", len(b.Pods))})
 		if err := r.batch(ctx, b); err != nil {
@@ -179,22 +226,34 @@ func (d *Drainer) Drain(ctx context.Context) (*Result, error) {
 			res.Blockers = r.blockers.list()
 			switch {
 			case errors.Is(err, ErrBlocked):
-				outcome = "blocked"
-				err = fmt.Errorf("drain node %s: %w: %s", d.node, ErrBlocked, summarize(res.Blockers, maxMessage))
+				return "blocked", fmt.Errorf("drain node %s: %w: %s", d.node, ErrBlocked, summarize(res.Blockers, maxMessage))
 			case len(res.Blockers) > 0 && ctx.Err() != nil:
-				outcome = "blocked"
-				err = fmt.Errorf("drain node %s stopped while blocked: %w: %s", d.node, err, summarize(res.Blockers, maxMessage))
+				return "blocked", fmt.Errorf("drain node %s stopped while blocked: %w: %s", d.node, err, summarize(res.Blockers, maxMessage))
 			}
-			return res, err
+			return "failed", err
 		}
 	}
-	outcome = "drained"
-	d.metrics.setBlocked(0)
-	done := fmt.Sprintf("drained %d pods in %s", p.Pods(), time.Since(start).Round(time.Millisecond))
-	d.log.Info("drain finished", "node", d.node, "pods", p.Pods(), "evicted", res.Evicted, "forced", res.Forced)
-	d.event(corev1.EventTypeNormal, "Drained", done)
-	d.setDrained(ctx, corev1.ConditionTrue, "Drained", done)
-	return res, nil
+	return "failed", nil // not yet drained: the next round looks again
+}
+
+// Undrained lists, from a fresh read of the API server, the pods on the
+// node that a drain would still move or refuses to: what must be gone
+// before the node reboots.
+func (d *Drainer) Undrained(ctx context.Context) ([]PodRef, error) {
+	p, err := d.Plan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []PodRef
+	for _, b := range p.Batches {
+		for _, pp := range b.Pods {
+			out = append(out, pp.Pod)
+		}
+	}
+	for _, r := range p.Refused {
+		out = append(out, r.Pod)
+	}
+	return out, nil
 }
 
 // ConditionDrained is the condition a drain reports on its node.

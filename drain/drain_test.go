@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -407,5 +408,72 @@ rules:
 	if c, ok := completed[job]; !ok || !evicted[app].After(c) {
 		t.Errorf("app pod evicted at %v, Job pod completed at %v (seen: %t); want the app after the Job",
 			evicted[app], c, ok)
+	}
+}
+
+// A pod bound to the node while it drains (a scheduler on a stale cache
+// after an API server restart binds to cordoned nodes; the chaos run saw
+// it) is drained too: the drain does not finish with it still running.
+// One bound after the drain finished is what Undrained reports, fresh from
+// the API server, before the agent finalizes and reboots.
+func TestDrainMovesPodsBoundWhileDraining(t *testing.T) {
+	f := newFixture(t, "late", 1)
+	f.deployment("guarded", 1, nil)
+	f.pdb("guarded-pdb", "guarded", 0)
+	f.waitRunning(f.node, 1)
+	f.waitPDB("guarded-pdb", 0)
+	f.release()
+
+	blocked := make(chan struct{})
+	var once sync.Once
+	d := f.drainer(drain.Options{Unmanaged: drain.Evict}, func(p drain.Progress) {
+		if p.Kind == drain.ProgressBlocked {
+			once.Do(func() { close(blocked) })
+		}
+	})
+	type outcome struct {
+		res *drain.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := d.Run(f.ctx())
+		done <- outcome{res, err}
+	}()
+	select {
+	case <-blocked:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the drain never reported the PDB blocking it")
+	}
+	f.pod("late", nil) // bound to the node after the drain listed its pods
+	if err := f.client.PolicyV1().PodDisruptionBudgets(f.ns).Delete(f.ctx(), "guarded-pdb", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var got outcome
+	select {
+	case got = <-done:
+	case <-time.After(90 * time.Second):
+		t.Fatal("the drain did not finish once the PDB was gone")
+	}
+	if got.err != nil {
+		t.Fatalf("drain: %v", got.err)
+	}
+	if got.res.Evicted != 2 {
+		t.Errorf("evicted %d pods, want 2 (the guarded pod and the one bound during the drain)", got.res.Evicted)
+	}
+	if p, err := f.client.CoreV1().Pods(f.ns).Get(f.ctx(), "late", metav1.GetOptions{}); err == nil && p.DeletionTimestamp == nil {
+		t.Errorf("pod late, bound during the drain, is still on the node (phase %s) after the drain finished", p.Status.Phase)
+	}
+
+	if left, err := d.Undrained(f.ctx()); err != nil || len(left) != 0 {
+		t.Fatalf("Undrained right after the drain = %v, %v; want none", left, err)
+	}
+	f.pod("after", nil)
+	left, err := d.Undrained(f.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 1 || left[0].Name != "after" {
+		t.Errorf("Undrained = %v, want the pod bound after the drain", left)
 	}
 }

@@ -80,6 +80,66 @@ func (p *Plan) Pods() int {
 	return n
 }
 
+// settled reports whether a plan has nothing left to do: no pod to move or
+// wait on, none to delete, none refused. Skipped pods stay.
+func (p *Plan) settled() bool {
+	return p.Pods() == 0 && len(p.Finished) == 0 && len(p.Refused) == 0
+}
+
+// merge adds a later round's plan to p.
+func (p *Plan) merge(later *Plan) {
+	p.Batches = append(p.Batches, later.Batches...)
+	p.Skipped = append(p.Skipped, later.Skipped...)
+	p.Finished = append(p.Finished, later.Finished...)
+	p.Refused = append(p.Refused, later.Refused...)
+}
+
+// markHandled records every pod the plan covers, so that a later round
+// only sees pods bound to the node since.
+func (p *Plan) markHandled(handled map[types.UID]bool) {
+	for _, b := range p.Batches {
+		for _, pp := range b.Pods {
+			handled[pp.Pod.UID] = true
+		}
+	}
+	for _, refs := range [][]SkippedPod{p.Skipped, p.Refused} {
+		for _, s := range refs {
+			handled[s.Pod.UID] = true
+		}
+	}
+	for _, ref := range p.Finished {
+		handled[ref.UID] = true
+	}
+}
+
+// describePods names the pods a plan moves or refuses, for reports.
+func (p *Plan) describePods() string {
+	var names []string
+	for _, b := range p.Batches {
+		for _, pp := range b.Pods {
+			names = append(names, pp.Pod.String())
+		}
+	}
+	for _, r := range p.Refused {
+		names = append(names, r.Pod.String()+" (refused)")
+	}
+	for _, ref := range p.Finished {
+		names = append(names, ref.String()+" (finished)")
+	}
+	return fmt.Sprintf("%d pods: %s", len(names), strings.Join(names, ", "))
+}
+
+// unhandled drops the pods an earlier round already covered.
+func unhandled(pods []*corev1.Pod, handled map[types.UID]bool) []*corev1.Pod {
+	out := pods[:0:0]
+	for _, p := range pods {
+		if !handled[p.UID] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // ErrRefused marks a drain refused before it started, for pods whose
 // eviction would lose data or that nothing would recreate.
 var ErrRefused = errors.New("drain refused")

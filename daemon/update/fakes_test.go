@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -33,9 +34,11 @@ type world struct {
 	totalReboots              int // reboots: boots in which a reboot was asked for
 
 	// node
-	node            *corev1.Node
-	cordonedByUs    bool
-	drainErr        error
+	node         *corev1.Node
+	cordonedByUs bool
+	drainErr     error
+	// lateBound are pods bound to the node after its drain finished.
+	lateBound       []drain.PodRef
 	drained         bool
 	uncordonedByUs  int
 	wasEverDrained  bool
@@ -103,7 +106,7 @@ func (w *world) Rollback(context.Context) error {
 func (w *world) Reboot(context.Context, string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.drained {
+	if !w.drained || len(w.lateBound) > 0 {
 		w.rebootUndrained = true
 	}
 	// Asking again in the same boot is the same reboot (logind is
@@ -176,8 +179,14 @@ func (w *world) Drain(context.Context) error {
 	if w.drainErr != nil {
 		return w.drainErr
 	}
-	w.drained, w.wasEverDrained = true, true
+	w.drained, w.wasEverDrained, w.lateBound = true, true, nil
 	return nil
+}
+
+func (w *world) Undrained(context.Context) ([]drain.PodRef, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.lateBound), nil
 }
 
 // ForceDrain deletes whatever blocks: it always drains.
@@ -185,7 +194,7 @@ func (w *world) ForceDrain(context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.forceDrains++
-	w.drained, w.wasEverDrained = true, true
+	w.drained, w.wasEverDrained, w.lateBound = true, true, nil
 	return nil
 }
 func (w *world) ReportHooks(context.Context, drain.HookPoint, []drain.Hook) error { return nil }

@@ -65,6 +65,11 @@ type Workloads interface {
 	// the node is drained and an error wrapping drain.ErrBlocked when a
 	// PDB or a failing eviction keeps pods on the node.
 	Drain(ctx context.Context) error
+	// Undrained lists, from a fresh read, the pods on the node that a
+	// drain would still move: pods bound after the drain finished (a
+	// scheduler on a stale cache binds to a cordoned node). Checked right
+	// before the node is finalized and rebooted.
+	Undrained(ctx context.Context) ([]drain.PodRef, error)
 	// ForceDrain drains like Drain, then deletes the pods still blocking
 	// (a pool's onTimeout: Force, an explicit opt-in).
 	ForceDrain(ctx context.Context) error

@@ -284,3 +284,31 @@ func TestShutdownDuringFinalizeLetsItFinish(t *testing.T) {
 		t.Fatalf("after the restart: step %s reboots %d", got, w.totalReboots)
 	}
 }
+
+// A pod bound to the cordoned node after its drain (a scheduler acting on
+// a stale cache after an API server restart; chaos finding 1) sends the
+// machine back to Draining, whether it arrives before the finalize or
+// between the finalize and the reboot request; the node never reboots with
+// it.
+func TestPodBoundAfterTheDrainIsDrainedBeforeTheReboot(t *testing.T) {
+	for _, at := range []v1alpha1.Step{v1alpha1.StepFinalizing, v1alpha1.StepRebooting} {
+		t.Run(string(at), func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, "os-1")
+			w.desired = Desired{Target: "os-2", Grant: "g1"}
+			m := w.machine(t.TempDir())
+			runUntil(t, m, at)
+			w.set(func(w *world) { w.lateBound = []drain.PodRef{{Namespace: "apps", Name: "web-1"}} })
+			if _, err := m.Advance(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if st := m.State(); st.Step != v1alpha1.StepDraining || !strings.Contains(st.Reason, "apps/web-1") {
+				t.Fatalf("after a pod was bound in %s: step %s reason %q; want Draining naming the pod", at, st.Step, st.Reason)
+			}
+			if got := settle(t, m); got != v1alpha1.StepRebooting || w.rebootUndrained || w.finalized != "os-2" {
+				t.Fatalf("step %s, finalized %q, rebooted with the late pod %v; want Rebooting after a second drain",
+					got, w.finalized, w.rebootUndrained)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -127,6 +128,9 @@ func (m *Machine) finalizing(ctx context.Context, node *corev1.Node, want Desire
 	if len(drain.PreReboot.Hooks(node)) > 0 {
 		return v1alpha1.StepHooksPreReboot, nil // a hook came back since it was checked
 	}
+	if back, err := m.stillDrained(ctx); back != "" || err != nil {
+		return back, err
+	}
 	lost, err := m.stagingLost()
 	if err != nil {
 		return v1alpha1.StepFinalizing, err
@@ -200,7 +204,36 @@ func (m *Machine) rebooting(ctx context.Context, node *corev1.Node, _ Desired) (
 		st.Reason = "the node was uncordoned after the finalize: cordoning and draining again before the reboot"
 		return v1alpha1.StepCordoning, nil
 	}
+	if m.rebootAsked.IsZero() {
+		if back, err := m.stillDrained(ctx); back != "" || err != nil {
+			return back, err
+		}
+	}
 	return m.reboot(ctx)
+}
+
+// stillDrained checks, from a fresh read, right before the finalize and
+// the reboot, that no pod came to the node since its drain: a scheduler
+// acting on a stale cache (after an API server restart) binds pods to a
+// cordoned node, and the reboot would take them down without eviction. It
+// returns Draining when some did, the current step on an error, or "".
+func (m *Machine) stillDrained(ctx context.Context) (v1alpha1.Step, error) {
+	pods, err := m.cfg.Workloads.Undrained(ctx)
+	if err != nil {
+		return m.state.Step, fmt.Errorf("check that the node is still drained: %w", err)
+	}
+	if len(pods) == 0 {
+		return "", nil
+	}
+	names := make([]string, len(pods))
+	for i, p := range pods {
+		names[i] = p.String()
+	}
+	m.state.DrainSince = time.Time{} // the new pods get the whole drain timeout
+	m.state.Reason = fmt.Sprintf("%d pods were bound to the node after its drain (%s): draining again",
+		len(pods), strings.Join(names, ", "))
+	m.cfg.Log.Warn("pods on the node after its drain; draining again before the reboot", "pods", names)
+	return v1alpha1.StepDraining, nil
 }
 
 func (m *Machine) reboot(ctx context.Context) (v1alpha1.Step, error) {

@@ -52,6 +52,11 @@ func (k *KubeWorkloads) Drain(ctx context.Context) error {
 	return asBlocked(k.normal.Drain(ctx))
 }
 
+// Undrained implements Workloads.
+func (k *KubeWorkloads) Undrained(ctx context.Context) ([]drain.PodRef, error) {
+	return k.normal.Undrained(ctx)
+}
+
 // ForceDrain implements Workloads.
 func (k *KubeWorkloads) ForceDrain(ctx context.Context) error {
 	return asBlocked(k.force.Drain(ctx))

@@ -116,6 +116,18 @@ func (a *agent) Drain(context.Context) error {
 	return nil
 }
 
+// Undrained implements update.Workloads: pods bound after the drain (the
+// "pod bound to a cordoned node" fault) undo it.
+func (a *agent) Undrained(context.Context) ([]drain.PodRef, error) {
+	if a.w.apiFails() {
+		return nil, errAPIDown
+	}
+	if n := a.w.nodes[a.name]; n != nil && a.w.drained[a.name] != n.UID {
+		return []drain.PodRef{{Namespace: "apps", Name: "late-" + a.name}}, nil
+	}
+	return nil, nil
+}
+
 // ForceDrain implements update.Workloads: the blockers are deleted.
 func (a *agent) ForceDrain(context.Context) error {
 	if a.w.apiFails() {

@@ -29,6 +29,7 @@ func (w *World) fault() string {
 		{"kubelet condition flapped", w.flapCondition},
 		{"admin cordon/uncordon", w.adminCordon},
 		{"hook added/removed", w.toggleHook},
+		{"pod bound to a cordoned node", w.bindLatePod},
 		{"PDB blocks/allows", func(n string) { w.pdbBlocked[n] = !w.pdbBlocked[n] }},
 		{"failed boot next", func(n string) { w.hosts[n].failNextBoot = true }},
 		{"broken target", func(n string) { w.hosts[n].brokenTargets[midOS] = true }},
@@ -53,6 +54,14 @@ func (w *World) powerCut(node string) {
 	w.hosts[node].reboot()
 	w.hosts[node].rebootAsked = false
 	w.agents[node].start()
+}
+
+// bindLatePod is a scheduler acting on a stale cache: it binds a pod to a
+// node already cordoned (and maybe drained), which undoes the drain.
+func (w *World) bindLatePod(node string) {
+	if n := w.nodes[node]; n != nil && n.Spec.Unschedulable {
+		delete(w.drained, node)
+	}
 }
 
 func (w *World) relabel(node string) {

@@ -11,6 +11,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -56,9 +57,10 @@ type Options struct {
 	Health *Health
 
 	// betweenReads and planned are test hooks (export_test.go): one runs
-	// in each reconcile between the copy of the expectations and the
-	// listing of the nodes, the other gets each plan's unavailable nodes.
-	betweenReads func()
+	// in each planning pass between the copy of the expectations and the
+	// listing of the nodes, with the pool the pass plans; the other gets
+	// each plan's unavailable nodes.
+	betweenReads func(pool *v1alpha1.UpdatePool)
 	planned      func(pool string, unavailable map[string]string)
 }
 
@@ -312,22 +314,29 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	}
 	now := c.opts.Now()
 	c.expire(ctx, now)
-	// The expectations FIRST, then the nodes: a node event in between
-	// leaves the new grant in the copy or in the list, never in neither.
-	pending := c.pendingNodes()
-	if c.opts.betweenReads != nil {
-		c.opts.betweenReads()
-	}
-	in, silent, err := c.input(pool, pending, now)
+	in, silent, plan, err := c.planPass(pool, now)
 	if err != nil {
 		return err
 	}
-	plan, err := planPool(in)
-	if err != nil {
-		return fmt.Errorf("plan pool %s: %w", pool.Name, err)
-	}
-	if c.opts.planned != nil {
-		c.opts.planned(pool.Name, plan.unavailable)
+	if len(plan.grant) > 0 {
+		// A grant is only written under the pool as the API server has it
+		// now: after an API server restart the pool watch can lag for
+		// seconds, and a lowered maxUnavailable (or a pause) not yet
+		// delivered must not be granted past.
+		fresh, err := c.freshPool(ctx, pool.Name)
+		if err != nil || fresh == nil {
+			return err
+		}
+		// The generation moves with the spec only, not with the status
+		// this controller writes every second.
+		if fresh.Generation != pool.Generation || fresh.UID != pool.UID {
+			c.opts.Log.Info("pool spec changed since the cache read; planning again with the API server's copy",
+				"pool", pool.Name, "cachedGeneration", pool.Generation, "generation", fresh.Generation)
+			pool = fresh
+			if in, silent, plan, err = c.planPass(pool, now); err != nil {
+				return err
+			}
+		}
 	}
 	var errs []error
 	for _, n := range silent {
@@ -348,6 +357,46 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	}
 	errs = append(errs, c.maybeWriteStatus(ctx, key, pool, plan, now))
 	return errors.Join(errs...)
+}
+
+// planPass plans pool from the caches: the expectations FIRST, then the
+// nodes, so that a node event in between leaves a new grant in the copy or
+// in the list, never in neither. It also returns the nodes whose agents
+// went silent.
+func (c *Controller) planPass(pool *v1alpha1.UpdatePool, now time.Time) (planInput, []*corev1.Node, *poolPlan, error) {
+	pending := c.pendingNodes()
+	if c.opts.betweenReads != nil {
+		c.opts.betweenReads(pool)
+	}
+	in, silent, err := c.input(pool, pending, now)
+	if err != nil {
+		return in, nil, nil, err
+	}
+	plan, err := planPool(in)
+	if err != nil {
+		return in, nil, nil, fmt.Errorf("plan pool %s: %w", pool.Name, err)
+	}
+	if c.opts.planned != nil {
+		c.opts.planned(pool.Name, plan.unavailable)
+	}
+	return in, silent, plan, nil
+}
+
+// freshPool reads pool from the API server (a quorum read), or nil when
+// it is gone.
+func (c *Controller) freshPool(ctx context.Context, name string) (*v1alpha1.UpdatePool, error) {
+	obj, err := c.opts.Dynamic.Resource(v1alpha1.UpdatePoolResource()).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read pool %s before granting: %w", name, err)
+	}
+	var pool v1alpha1.UpdatePool
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &pool); err != nil {
+		return nil, fmt.Errorf("decode UpdatePool %s: %w", name, err)
+	}
+	return &pool, nil
 }
 
 // maybeWriteStatus writes the pool's status at most once per

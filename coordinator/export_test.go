@@ -7,7 +7,7 @@ import (
 )
 
 // SetTestHooks installs the reconcile hooks of Options (see there).
-func SetTestHooks(o *Options, betweenReads func(), planned func(pool string, unavailable map[string]string)) {
+func SetTestHooks(o *Options, betweenReads func(*v1alpha1.UpdatePool), planned func(pool string, unavailable map[string]string)) {
 	o.betweenReads, o.planned = betweenReads, planned
 }
 

@@ -272,7 +272,7 @@ func TestNodeEventBetweenTheReadsNeverHidesAGrant(t *testing.T) {
 	opts := coordinator.Options{Client: faultyClient(t, cp, f), Dynamic: dyn, Resync: time.Second,
 		PoolLabelSelector: suiteLabel + "=" + prefix, DisableGuard: true,
 		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	coordinator.SetTestHooks(&opts, func() {
+	coordinator.SetTestHooks(&opts, func(*v1alpha1.UpdatePool) {
 		raced = ""
 		for node, grant := range c.Expectations() {
 			if c.CachedGrant(node) == grant {
@@ -311,4 +311,49 @@ func TestNodeEventBetweenTheReadsNeverHidesAGrant(t *testing.T) {
 	g2 := agents.next(t, 30*time.Second)
 	agents.mustReport(ctx, t, g2, v1alpha1.StepDone)
 	waitUpdated(t, cp, dyn, prefix, 2, 30*time.Second)
+}
+
+// TestStalePoolCacheNeverGrantsPastALoweredLimit: after an API server
+// restart the pool watch can lag for seconds (chaos finding 2: a limit
+// lowered 4 → 3 was granted past 5.6 s later). Here the pass reads the pool
+// from its cache (unpaused, maxUnavailable 3), then — between its reads —
+// the limit is lowered to 1 on the API server, so the cache is stale for
+// sure: the pass must still grant one node only.
+func TestStalePoolCacheNeverGrantsPastALoweredLimit(t *testing.T) {
+	t.Parallel()
+	cp, dyn := setup(t)
+	const prefix = "stalepool"
+	nodes := cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 4})
+	renewLeases(t, cp, nodes)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sel := cluster.GroupLabel + "=" + prefix
+	watchUnavailable(ctx, t, cp, sel, 1)
+	agents := scriptAgents(ctx, t, cp, sel)
+	var lowered atomic.Bool
+	opts := coordinator.Options{Client: cp.Kube(), Dynamic: dyn, Resync: time.Second,
+		PoolLabelSelector: suiteLabel + "=" + prefix, DisableGuard: true,
+		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	coordinator.SetTestHooks(&opts, func(pool *v1alpha1.UpdatePool) {
+		if pool.Name != prefix || pool.Spec.Paused || pool.Spec.MaxUnavailable.IntValue() != 3 || lowered.Load() {
+			return
+		}
+		patchPool(ctx, t, dyn, prefix, map[string]any{"maxUnavailable": 1})
+		lowered.Store(true)
+	}, nil)
+	c := coordinator.New(opts)
+	go func() { _ = c.Run(ctx) }()
+	createPool(t, dyn, prefix, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector: groupSelector(prefix), OSImage: "os:sp1", MaxUnavailable: ptr.To(intstrInt(3)), Paused: true,
+	}})
+	waitPoolCondition(t, dyn, prefix, v1alpha1.PoolUpdating, 30*time.Second, "pool is paused")
+	patchPool(ctx, t, dyn, prefix, map[string]any{"paused": false})
+	g := agents.next(t, time.Minute)
+	if !lowered.Load() {
+		t.Fatal("no pass planned from the cached limit of 3; the test did not exercise a stale pool")
+	}
+	noGrantBut(ctx, t, cp, nodes, g.node, "after the limit was lowered under a pass reading a stale pool")
+	agents.mustReport(ctx, t, g, v1alpha1.StepDone)
+	g2 := agents.next(t, 30*time.Second)
+	noGrantBut(ctx, t, cp, nodes, g2.node, "once the first node was done")
 }

@@ -1,5 +1,3 @@
-//go:build chaos
-
 // Package chaos runs an UpdatePool rollout of real `nodeward agent`
 // processes (sim.ProcNode) under two leader-elected `nodeward coordinator`
 // replicas on its own real control plane, injects faults at random from a

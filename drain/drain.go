@@ -185,7 +185,8 @@ func (d *Drainer) Drain(ctx context.Context) (*Result, error) {
 }
 
 // round drains the pods of one plan: the first one, or the pods bound to
-// the node since. It returns the drain's outcome so far for the metrics.
+// the node since. It returns the drain's outcome when the round ends it
+// (refused, blocked, failed; drained for a dry run), else "".
 func (r *run) round(ctx context.Context, p *Plan, round int) (outcome string, err error) {
 	d, res := r.d, r.res
 	if round == 1 {
@@ -233,7 +234,7 @@ func (r *run) round(ctx context.Context, p *Plan, round int) (outcome string, er
 			return "failed", err
 		}
 	}
-	return "failed", nil // not yet drained: the next round looks again
+	return "", nil // this round's pods are gone; the next round looks again
 }
 
 // Undrained lists, from a fresh read of the API server, the pods on the

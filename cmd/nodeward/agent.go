@@ -138,7 +138,7 @@ func (f *healthFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.configPath, "config", "", "YAML configuration file (see docs/config.md)")
 	fl.StringVar(&f.procRoot, "proc-root", d.ProcRoot, "where /proc is mounted")
-	fl.StringVar(&f.runtimeEndpoint, "runtime-endpoint", d.Runtime.Endpoint, "container runtime CRI socket")
+	fl.StringVar(&f.runtimeEndpoint, "runtime-endpoint", d.Runtime.Endpoint, "container runtime CRI socket, unix:///path (default: the first of crictl's defaults that answers: containerd, CRI-O, cri-dockerd)")
 	fl.StringSliceVar(&f.diskPaths, "disk-path", d.Disk.Paths, "paths whose filesystems the disk probe watches (repeatable)")
 	fl.DurationVar(&f.quietPeriod, "quiet-period", d.Hysteresis.QuietPeriod.Duration, "time without a bad sample before a condition clears")
 	fl.IntVar(&f.badSamples, "bad-samples", d.Hysteresis.BadSamples, "consecutive bad samples before a condition turns True")

@@ -35,6 +35,9 @@ testbin:
 test: testbin build
 	NODEWARD_TESTBIN_DIR="$$(bash test/tools/install.sh 2>/dev/null | tail -1)" \
 		go test $(TEST_FLAGS) ./...
+	# The Helm chart against the kustomize manifests: its own module, so that
+	# Helm's dependencies stay out of nodeward's.
+	cd test/helmsync && go test $(TEST_FLAGS) ./...
 
 # test-unit runs only what needs neither root nor the control plane.
 test-unit:
@@ -43,6 +46,7 @@ test-unit:
 lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
+	cd test/helmsync && go vet ./...
 	@[[ -x $(GOBIN_DIR)/staticcheck ]] || go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	$(GOBIN_DIR)/staticcheck ./...
 	NODEWARD_TESTBIN_DIR="$${NODEWARD_TESTBIN_DIR:-}" bash test/deploy/lint.sh

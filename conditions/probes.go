@@ -1,6 +1,7 @@
 package conditions
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,6 +55,12 @@ type Env struct {
 	Now func() time.Time
 	// NetworkOptions adjust the network probe (tests watch a namespace).
 	NetworkOptions []NetworkOption
+	// Log receives what probes say once (the runtime endpoint found);
+	// slog.Default when nil.
+	Log *slog.Logger
+	// RuntimeRoot prefixes the paths of the runtime socket candidates:
+	// tests lay a host's /run out under a temporary directory.
+	RuntimeRoot string
 }
 
 func (e *Env) registerer() prometheus.Registerer {

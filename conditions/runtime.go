@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -38,8 +40,10 @@ var runtimeKind = probeKind{
 // RuntimeConfig: the container runtime's CRI socket.
 type RuntimeConfig struct {
 	Enabled bool `json:"enabled"`
-	// Endpoint is the CRI socket, unix:///path or /path.
-	Endpoint     string          `json:"endpoint"`
+	// Endpoint is the CRI socket, unix:///path or /path; empty finds it as
+	// crictl does (RuntimeEndpointCandidates), so that one DaemonSet serves
+	// containerd and CRI-O nodes alike.
+	Endpoint     string          `json:"endpoint,omitempty"`
 	Timeout      metav1.Duration `json:"timeout"`
 	PollInterval metav1.Duration `json:"pollInterval"`
 }
@@ -47,14 +51,14 @@ type RuntimeConfig struct {
 func (c *RuntimeConfig) enabled() bool { return c.Enabled }
 
 func (c *RuntimeConfig) setDefaults() {
-	*c = RuntimeConfig{Enabled: true, Endpoint: "unix:///run/containerd/containerd.sock",
+	*c = RuntimeConfig{Enabled: true,
 		Timeout: metav1.Duration{Duration: 2 * time.Second}, PollInterval: metav1.Duration{Duration: 5 * time.Second}}
 }
 
 func (c *RuntimeConfig) validate(prefix string, errs *FieldErrors) {
 	errs.positive(prefix+"timeout", c.Timeout)
 	errs.positive(prefix+"pollInterval", c.PollInterval)
-	if c.Enabled {
+	if c.Enabled && c.Endpoint != "" {
 		if _, err := socketPath(c.Endpoint); err != nil {
 			errs.Add(prefix+"endpoint", c.Endpoint, err.Error())
 		}
@@ -67,31 +71,74 @@ func newRuntimeUp(reg prometheus.Registerer) prometheus.Gauge {
 	return up
 }
 
+// RuntimeEndpointCandidates are the CRI sockets tried, in this order, when
+// no endpoint is configured: crictl's default list (cri-tools,
+// cmd/crictl/main_unix.go), so that nodeward and crictl on one host agree
+// on which runtime is "the" runtime. A function, not a variable: nothing
+// may change the list under a running probe.
+func RuntimeEndpointCandidates() []string {
+	return []string{
+		"unix:///run/containerd/containerd.sock",
+		"unix:///run/crio/crio.sock",
+		"unix:///var/run/cri-dockerd.sock",
+	}
+}
+
 // RuntimeProbe asks the container runtime, through its CRI socket, whether
 // it is ready (RuntimeService/Status, which CRI-O and containerd answer);
 // where the socket is containerd's it also asks containerd's own health
-// service.
+// service. Without a configured endpoint it finds the runtime as crictl
+// does, and looks again at every sample until one answers, so that a
+// runtime started after the agent is found.
 type RuntimeProbe struct {
-	cfg RuntimeConfig
-	up  prometheus.Gauge
-	now func() time.Time
+	cfg  RuntimeConfig
+	up   prometheus.Gauge
+	now  func() time.Time
+	log  *slog.Logger
+	root string // prefixes the candidates' paths (Env.RuntimeRoot)
 
 	mu sync.Mutex
 	// seen is set once the runtime has answered: a socket that then
 	// disappears means the runtime went away (True), while a socket never
 	// seen means nothing is known about this host's runtime (Unknown).
 	seen bool
+	// active is the socket that last answered CRI Status when detecting;
+	// it is asked first, and its failure is the one reported while no
+	// other candidate answers.
+	active string
 }
 
-// NewRuntimeProbe talks to cfg.Endpoint and registers nodeward_runtime_up
-// on env's Registerer; a nil env stands for the defaults.
+// NewRuntimeProbe talks to cfg.Endpoint (or the first candidate that
+// answers) and registers nodeward_runtime_up on env's Registerer; a nil env
+// stands for the defaults.
 func NewRuntimeProbe(cfg RuntimeConfig, env *Env) *RuntimeProbe {
-	return &RuntimeProbe{cfg: cfg, up: newRuntimeUp(env.registerer()), now: env.now()}
+	p := &RuntimeProbe{cfg: cfg, up: newRuntimeUp(env.registerer()), now: env.now(), log: slog.Default()}
+	if env != nil {
+		p.root = env.RuntimeRoot
+		if env.Log != nil {
+			p.log = env.Log
+		}
+	}
+	return p
 }
 
 func (p *RuntimeProbe) Interval() time.Duration             { return p.cfg.PollInterval.Duration }
 func (p *RuntimeProbe) Name() string                        { return runtimeName }
 func (p *RuntimeProbe) Condition() corev1.NodeConditionType { return runtimeCondition }
+
+// Endpoint is the socket in use: the configured one, else the detected
+// one, else "" while no candidate has answered.
+func (p *RuntimeProbe) Endpoint() string {
+	if p.cfg.Endpoint != "" {
+		return p.cfg.Endpoint
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.active == "" {
+		return ""
+	}
+	return "unix://" + p.active
+}
 
 // socketPath accepts unix:///path and /path.
 func socketPath(endpoint string) (string, error) {
@@ -108,8 +155,9 @@ func (p *RuntimeProbe) Sample(ctx context.Context) Signal {
 	s := Signal{Condition: p.Condition(), At: p.now()}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout.Duration)
-	defer cancel()
+	if p.cfg.Endpoint == "" {
+		return p.detect(ctx, s)
+	}
 	path, err := socketPath(p.cfg.Endpoint)
 	if err != nil {
 		return p.unread(s, "BadEndpoint", fmt.Errorf("runtime endpoint %q: %w", p.cfg.Endpoint, err))
@@ -117,35 +165,112 @@ func (p *RuntimeProbe) Sample(ctx context.Context) Signal {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) && !p.seen {
 		return p.unread(s, "NoRuntimeSocket", fmt.Errorf("no container runtime socket at %s", path))
 	}
+	return p.signal(s, p.query(ctx, path))
+}
+
+// detect asks the candidates whose socket exists, the one that answered
+// last first, and reports the first that answers CRI Status; when none
+// does, the failure of the last active one (or of the first present).
+// A socket file left behind by a stopped runtime is asked too: it fails
+// fast (connection refused).
+func (p *RuntimeProbe) detect(ctx context.Context, s Signal) Signal {
+	var paths []string
+	if p.active != "" {
+		paths = append(paths, p.active)
+	}
+	var tried []string
+	for _, c := range RuntimeEndpointCandidates() {
+		path, _ := socketPath(c) // the candidates are absolute
+		path = filepath.Join("/", p.root, path)
+		tried = append(tried, path)
+		if path != p.active {
+			paths = append(paths, path)
+		}
+	}
+	var failed *runtimeAnswer
+	for _, path := range paths {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) && path != p.active {
+			continue
+		}
+		a := p.query(ctx, path)
+		if a.answered {
+			if path != p.active {
+				p.log.Info("container runtime endpoint found", "endpoint", "unix://"+path, "previous", p.active)
+				p.active = path
+			}
+			return p.signal(s, a)
+		}
+		if failed == nil {
+			failed = &a
+		}
+	}
+	if failed == nil {
+		return p.unread(s, "NoRuntimeSocket", fmt.Errorf("no container runtime socket at any of %s", strings.Join(tried, ", ")))
+	}
+	return p.signal(s, *failed)
+}
+
+// runtimeAnswer is one conversation with a runtime socket.
+type runtimeAnswer struct {
+	path string
+	// answered: CRI Status replied, so a CRI runtime listens there.
+	answered bool
+	healthy  bool
+	reason   string
+	message  string
+	err      error
+}
+
+// query asks the runtime on path within the configured timeout.
+func (p *RuntimeProbe) query(ctx context.Context, path string) runtimeAnswer {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout.Duration)
+	defer cancel()
+	a := runtimeAnswer{path: path}
 	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		return p.unread(s, "BadEndpoint", fmt.Errorf("dial %s: %w", path, err))
+		a.reason, a.err = "BadEndpoint", fmt.Errorf("dial %s: %w", path, err)
+		return a
 	}
 	defer conn.Close()
 
 	cri := runtimeapi.NewRuntimeServiceClient(conn)
 	st, err := cri.Status(ctx, &runtimeapi.StatusRequest{})
 	if err != nil {
-		return p.down(s, "RuntimeUnreachable", fmt.Errorf("CRI Status on %s: %w", path, err))
+		a.reason, a.err = "RuntimeUnreachable", fmt.Errorf("CRI Status on %s: %w", path, err)
+		return a
 	}
-	p.seen = true
+	a.answered = true
 	name := "container runtime"
 	if v, err := cri.Version(ctx, &runtimeapi.VersionRequest{}); err == nil {
 		name = v.RuntimeName + " " + v.RuntimeVersion
 	}
 	runtimeReady, notes := readiness(st.GetStatus())
 	if !runtimeReady {
-		return p.down(s, "RuntimeNotReady", fmt.Errorf("%s on %s: %s", name, path, strings.Join(notes, "; ")))
+		a.reason, a.err = "RuntimeNotReady", fmt.Errorf("%s on %s: %s", name, path, strings.Join(notes, "; "))
+		return a
 	}
 	if err := containerdServing(ctx, conn); err != nil {
-		return p.down(s, "ContainerdNotServing", fmt.Errorf("%s on %s: %w", name, path, err))
+		a.reason, a.err = "ContainerdNotServing", fmt.Errorf("%s on %s: %w", name, path, err)
+		return a
+	}
+	a.healthy, a.reason = true, "RuntimeReady"
+	a.message = fmt.Sprintf("%s on unix://%s is ready", name, path)
+	if len(notes) > 0 {
+		a.message += " (" + strings.Join(notes, "; ") + ")"
+	}
+	return a
+}
+
+// signal turns an answer into the sample.
+func (p *RuntimeProbe) signal(s Signal, a runtimeAnswer) Signal {
+	if a.answered {
+		p.seen = true
+	}
+	if !a.healthy {
+		return p.down(s, a.reason, a.err)
 	}
 	p.up.Set(1)
-	s.Verdict, s.Reason = Healthy, "RuntimeReady"
-	s.Message = fmt.Sprintf("%s on %s is ready", name, path)
-	if len(notes) > 0 {
-		s.Message += " (" + strings.Join(notes, "; ") + ")"
-	}
+	s.Verdict, s.Reason, s.Message = Healthy, a.reason, a.message
 	return s
 }
 

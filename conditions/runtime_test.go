@@ -30,8 +30,17 @@ import (
 // function that waits for the process to exit.
 func startContainerd(t *testing.T, dir string) (socket string, stop func()) {
 	t.Helper()
-	bin := testenv.RequireBinary(t, "containerd")
 	socket = filepath.Join(dir, "c.sock")
+	end := startContainerdAt(t, dir, socket)
+	return socket, func() { end(syscall.SIGTERM) }
+}
+
+// startContainerdAt runs a private containerd listening on socket, its
+// root, state and config under dir; end sends sig (SIGKILL: a crash) and
+// waits for the exit, killing after 10s.
+func startContainerdAt(t *testing.T, dir, socket string) (end func(sig syscall.Signal)) {
+	t.Helper()
+	bin := testenv.RequireBinary(t, "containerd")
 	config := fmt.Sprintf(`version = 2
 root = %[1]q
 state = %[2]q
@@ -47,6 +56,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     conf_dir = %[5]q
 `, filepath.Join(dir, "root"), filepath.Join(dir, "state"), socket, socket+".ttrpc", filepath.Join(dir, "cni"))
 	configPath := filepath.Join(dir, "config.toml")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -62,12 +74,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); logFile.Close(); close(exited) }()
 	stopped := false
-	stop = func() {
+	end = func(sig syscall.Signal) {
 		if stopped {
 			return
 		}
 		stopped = true
-		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Process.Signal(sig)
 		select {
 		case <-exited:
 		case <-time.After(10 * time.Second):
@@ -75,8 +87,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 			<-exited
 		}
 	}
-	t.Cleanup(stop)
-	return socket, stop
+	t.Cleanup(func() { end(syscall.SIGTERM) })
+	return end
 }
 
 // TestRuntimeProbeWithRealContainerd: containerd answering CRI Status is
@@ -187,7 +199,15 @@ func startFakeRuntime(t *testing.T, rt *fakeRuntime, containerd bool) (endpoint 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	socket := filepath.Join(dir, "r.sock")
+	return serveFakeRuntime(t, filepath.Join(dir, "r.sock"), rt, containerd)
+}
+
+// serveFakeRuntime serves rt on socket until the test ends.
+func serveFakeRuntime(t *testing.T, socket string, rt *fakeRuntime, containerd bool) (endpoint string, health *grpchealth.Server) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(socket), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	l, err := net.Listen("unix", socket)
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -28,6 +29,11 @@ type FileConfig struct {
 	TextfileDirectory string `json:"textfileDirectory,omitempty"`
 	// LeaseRenewInterval is how often the agent renews its liveness Lease.
 	LeaseRenewInterval metav1.Duration `json:"leaseRenewInterval"`
+	// HostRoot is the host's root filesystem as the agent sees it ("/host"
+	// in the DaemonSet): rpm-ostree, journalctl and systemctl run chrooted
+	// into it (package hostexec). Empty runs them directly: the agent as a
+	// host service.
+	HostRoot string `json:"hostRoot,omitempty"`
 }
 
 // DefaultFileConfig is used where the file says nothing.
@@ -74,6 +80,9 @@ func (c *FileConfig) Validate() error {
 	var errs conditions.FieldErrors
 	if err := c.Config.Validate(); err != nil && !errors.As(err, &errs) {
 		return err
+	}
+	if c.HostRoot != "" && !filepath.IsAbs(c.HostRoot) {
+		errs.Add("hostRoot", c.HostRoot, "must be an absolute path, or empty to run host commands directly")
 	}
 	if c.MetricsAddress != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddress); err != nil {

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/nodeward/nodeward/hostexec"
 )
 
 // CommandError is a failed rpm-ostree invocation, with its stderr kept.
@@ -34,15 +36,16 @@ func (e *CommandError) Unwrap() error { return e.Err }
 type runner struct {
 	binary string
 	env    []string
+	host   hostexec.Host
 }
 
-func newRunner(binary string, extraEnv []string) runner {
+func newRunner(binary string, extraEnv []string, host hostexec.Host) runner {
 	env := []string{
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"PATH=" + hostexec.HostPath,
 		"LANG=C.UTF-8",
 		"RPMOSTREE_CLIENT_ID=nodeward",
 	}
-	return runner{binary: binary, env: append(env, extraEnv...)}
+	return runner{binary: binary, env: append(env, extraEnv...), host: host}
 }
 
 // run executes rpm-ostree args and returns stdout. The child is killed when
@@ -50,7 +53,7 @@ func newRunner(binary string, extraEnv []string) runner {
 func (r runner) run(ctx context.Context, timeout time.Duration, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, r.binary, args...)
+	cmd := r.host.Command(ctx, r.binary, args...)
 	cmd.Env = r.env
 	cmd.WaitDelay = 2 * time.Second
 	var stdout, stderr bytes.Buffer

@@ -3,9 +3,10 @@ package osupdate
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/nodeward/nodeward/hostexec"
 )
 
 // FinalizeUnit is the unit that writes a staged deployment at shutdown.
@@ -16,14 +17,16 @@ type JournalReader interface {
 	PreviousBoot(ctx context.Context, unit string) ([]string, error)
 }
 
-// Journalctl reads the journal with journalctl(1).
-type Journalctl struct{}
+// Journalctl reads the journal with journalctl(1), the host's.
+type Journalctl struct {
+	Host hostexec.Host
+}
 
 // PreviousBoot implements JournalReader.
-func (Journalctl) PreviousBoot(ctx context.Context, unit string) ([]string, error) {
+func (j Journalctl) PreviousBoot(ctx context.Context, unit string) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "journalctl", "-b", "-1", "-o", "cat", "--no-pager", "-u", unit)
+	cmd := j.Host.Command(ctx, "journalctl", "-b", "-1", "-o", "cat", "--no-pager", "-u", unit)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		// No previous boot in the journal (volatile storage) is not a

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	rpmostree "github.com/coreos/rpmostree-client-go/pkg/client"
+
+	"github.com/nodeward/nodeward/hostexec"
 )
 
 // ErrTargetFailed refuses a target that already failed verification and
@@ -23,7 +25,11 @@ var ErrNotStaged = errors.New("target is not the staged deployment")
 
 // Config configures an Updater. Zero values take the documented defaults.
 type Config struct {
-	Binary      string   // rpm-ostree CLI; default "rpm-ostree"
+	Binary string // rpm-ostree CLI; default "rpm-ostree"
+	// HostRoot, when set, is the host's root filesystem mounted in the
+	// agent's container: rpm-ostree and journalctl run chrooted into it
+	// (package hostexec). Empty runs them directly (the agent on the host).
+	HostRoot    string
 	Env         []string // extra environment for the CLI
 	Policy      Policy
 	KernelArgs  []string      // added to every target
@@ -57,8 +63,12 @@ func New(cfg Config) (*Updater, error) {
 	cfg.FinalizeTimeout = cmp.Or(cfg.FinalizeTimeout, 10*time.Minute)
 	cfg.TransactionWait = cmp.Or(cfg.TransactionWait, 30*time.Minute)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, 5*time.Second)
+	host := hostexec.Host{Root: cfg.HostRoot}
+	if err := host.Validate(); err != nil {
+		return nil, fmt.Errorf("config hostRoot: %w", err)
+	}
 	if cfg.Journal == nil {
-		cfg.Journal = Journalctl{}
+		cfg.Journal = Journalctl{Host: host}
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -71,7 +81,7 @@ func New(cfg Config) (*Updater, error) {
 	if _, err := cfg.Policy.ParseTarget("localhost/check:policy"); err != nil {
 		return nil, fmt.Errorf("config policy: %w", err)
 	}
-	return &Updater{cfg: cfg, run: newRunner(cfg.Binary, cfg.Env)}, nil
+	return &Updater{cfg: cfg, run: newRunner(cfg.Binary, cfg.Env, host)}, nil
 }
 
 // ParseTarget validates target with the configured policy and kernel args.

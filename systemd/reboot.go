@@ -6,11 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os/exec"
 	"strings"
 	"time"
 
 	"github.com/godbus/dbus/v5"
+
+	"github.com/nodeward/nodeward/hostexec"
 )
 
 const (
@@ -32,6 +33,9 @@ type Rebooter struct {
 	BusAddress string
 	// Systemctl is the fallback command; default "systemctl".
 	Systemctl string
+	// HostRoot, when set, is the host's root filesystem in the agent's
+	// container: the fallback runs the host's systemctl chrooted into it.
+	HostRoot string
 	// CallTimeout bounds each D-Bus call and the fallback; default 30s.
 	CallTimeout time.Duration
 	Log         *slog.Logger
@@ -92,7 +96,8 @@ func (r *Rebooter) Reboot(ctx context.Context, reason string) error {
 	log.Warn("reboot through logind failed, falling back to systemctl", "err", err)
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(r.CallTimeout, 30*time.Second))
 	defer cancel()
-	out, ferr := exec.CommandContext(ctx, cmp.Or(r.Systemctl, "systemctl"), "reboot", "--message="+reason).CombinedOutput()
+	host := hostexec.Host{Root: r.HostRoot}
+	out, ferr := host.Command(ctx, cmp.Or(r.Systemctl, "systemctl"), "reboot", "--message="+reason).CombinedOutput()
 	if ferr != nil {
 		return errors.Join(fmt.Errorf("reboot through logind: %w", err),
 			fmt.Errorf("systemctl reboot: %w: %s", ferr, strings.TrimSpace(string(out))))

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nodeward/nodeward/test/fakelogind"
+	"github.com/nodeward/nodeward/test/rpmostree"
+	"github.com/nodeward/nodeward/test/testenv"
 )
 
 type syncBuffer struct {
@@ -88,5 +90,32 @@ func TestRebootFallsBackToSystemctl(t *testing.T) {
 	err = r.Reboot(context.Background(), "x")
 	if err == nil || !strings.Contains(err.Error(), "logind") || !strings.Contains(err.Error(), "systemctl reboot") {
 		t.Fatalf("Reboot with no bus and a failing systemctl: %v", err)
+	}
+}
+
+// TestRebootFallbackInHostRoot: with a host root, the fallback runs the
+// root's systemctl, chrooted. The root's "systemctl" is the static
+// rpm-ostree double, which says that its state variable is unset: only
+// that binary says so, so the machine's own systemctl did not run.
+func TestRebootFallbackInHostRoot(t *testing.T) {
+	t.Parallel()
+	testenv.RequireRoot(t)
+	root := t.TempDir()
+	bin := filepath.Join(root, "usr", "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	double, err := rpmostree.BuildStatic(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(double, filepath.Join(bin, "systemctl")); err != nil {
+		t.Fatal(err)
+	}
+	r := &Rebooter{BusAddress: "unix:path=" + filepath.Join(t.TempDir(), "none"), HostRoot: root,
+		CallTimeout: 5 * time.Second, Log: slog.New(slog.NewTextHandler(t.Output(), nil))}
+	err = r.Reboot(context.Background(), "x")
+	if err == nil || !strings.Contains(err.Error(), rpmostree.EnvDir+" is not set") {
+		t.Fatalf("Reboot through the host root's systemctl: %v, want the root's binary's own complaint", err)
 	}
 }

@@ -57,7 +57,7 @@ func newAgentCommand() *cobra.Command {
 				Notifier: &systemd.Notifier{}, WatchdogInterval: watchdog, Log: log,
 			}
 			if updates {
-				if agentCfg.Update, err = updateConfig(host, drainFlags, string(protocol), stateDir, log); err != nil {
+				if agentCfg.Update, err = updateConfig(host, cfg.HostRoot, drainFlags, string(protocol), stateDir, log); err != nil {
 					return err
 				}
 			}
@@ -83,8 +83,8 @@ func newAgentCommand() *cobra.Command {
 
 // updateConfig wires the update half: rpm-ostree through osupdate, reboots
 // through logind, and the coordinator protocol.
-func updateConfig(host hostFlags, drainFlags agentDrainFlags, protocol, stateDir string, log *slog.Logger) (*daemon.UpdateConfig, error) {
-	updater, err := host.updater(stateDir, log)
+func updateConfig(host hostFlags, hostRoot string, drainFlags agentDrainFlags, protocol, stateDir string, log *slog.Logger) (*daemon.UpdateConfig, error) {
+	updater, err := host.updater(stateDir, hostRoot, log)
 	if err != nil {
 		return nil, fmt.Errorf("OS updater: %w", err)
 	}
@@ -97,7 +97,7 @@ func updateConfig(host hostFlags, drainFlags agentDrainFlags, protocol, stateDir
 		return nil, err
 	}
 	uc := &daemon.UpdateConfig{StateDir: stateDir, OS: update.OSUpdate{Updater: updater},
-		Reboot: &systemd.Rebooter{Log: log}, BootID: update.FileBootID(host.bootIDFile),
+		Reboot: &systemd.Rebooter{Log: log, HostRoot: hostRoot}, BootID: update.FileBootID(host.bootIDFile),
 		Protocol: protocol, Drain: drainOpts, PostUpdatePods: selector}
 	uc.Tune = func(c *update.Config) {
 		c.PollInterval, c.DebugWedgeFile = host.pollInterval, host.debugWedgeFile
@@ -131,6 +131,7 @@ type healthFlags struct {
 
 	metricsAddress    string
 	textfileDirectory string
+	hostRoot          string
 }
 
 func (f *healthFlags) register(cmd *cobra.Command) {
@@ -138,7 +139,7 @@ func (f *healthFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.configPath, "config", "", "YAML configuration file (see docs/config.md)")
 	fl.StringVar(&f.procRoot, "proc-root", d.ProcRoot, "where /proc is mounted")
-	fl.StringVar(&f.runtimeEndpoint, "runtime-endpoint", d.Runtime.Endpoint, "container runtime CRI socket")
+	fl.StringVar(&f.runtimeEndpoint, "runtime-endpoint", d.Runtime.Endpoint, "container runtime CRI socket, unix:///path (default: the first of crictl's defaults that answers: containerd, CRI-O, cri-dockerd)")
 	fl.StringSliceVar(&f.diskPaths, "disk-path", d.Disk.Paths, "paths whose filesystems the disk probe watches (repeatable)")
 	fl.DurationVar(&f.quietPeriod, "quiet-period", d.Hysteresis.QuietPeriod.Duration, "time without a bad sample before a condition clears")
 	fl.IntVar(&f.badSamples, "bad-samples", d.Hysteresis.BadSamples, "consecutive bad samples before a condition turns True")
@@ -150,6 +151,7 @@ func (f *healthFlags) registerAgent(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.metricsAddress, "metrics-address", d.MetricsAddress, "address of /metrics, /healthz and /readyz; empty disables")
 	fl.StringVar(&f.textfileDirectory, "textfile-directory", d.TextfileDirectory, "write nodeward.prom here for node_exporter's textfile collector")
+	fl.StringVar(&f.hostRoot, "host-root", d.HostRoot, "the host's root filesystem in this container (e.g. /host): rpm-ostree, journalctl and systemctl run chrooted into it; empty runs them directly")
 }
 
 // load reads the file (defaults without one), applies the flags that were
@@ -171,6 +173,9 @@ func (f *healthFlags) load(cmd *cobra.Command) (daemon.FileConfig, error) {
 	}
 	if changed("textfile-directory") {
 		cfg.TextfileDirectory = f.textfileDirectory
+	}
+	if changed("host-root") {
+		cfg.HostRoot = f.hostRoot
 	}
 	if changed("runtime-endpoint") {
 		cfg.Runtime.Endpoint = f.runtimeEndpoint

@@ -86,13 +86,13 @@ func (f hostFlags) validate() error {
 	return nil
 }
 
-func (f hostFlags) updater(stateDir string, log *slog.Logger) (*osupdate.Updater, error) {
+func (f hostFlags) updater(stateDir, hostRoot string, log *slog.Logger) (*osupdate.Updater, error) {
 	transport, err := f.transport()
 	if err != nil {
 		return nil, err
 	}
 	return osupdate.New(osupdate.Config{
-		Binary: f.rpmOstree, Env: f.rpmOstreeEnv, Log: log, CmdlinePath: f.cmdlineFile,
+		Binary: f.rpmOstree, Env: f.rpmOstreeEnv, HostRoot: hostRoot, Log: log, CmdlinePath: f.cmdlineFile,
 		StatePath: filepath.Join(stateDir, "osupdate.json"),
 		Policy:    osupdate.Policy{DefaultTransport: transport},
 	})

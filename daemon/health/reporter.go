@@ -98,7 +98,7 @@ func New(cfg Config, nodes conditions.NodeCache, nodeChanged <-chan struct{}) (*
 	}
 	metrics := conditions.NewMetrics(cfg.Registerer)
 	probes := conditions.Probes(cfg.Config, &conditions.Env{Registerer: cfg.Registerer, Now: cfg.Now,
-		NetworkOptions: cfg.NetworkOptions})
+		NetworkOptions: cfg.NetworkOptions, Log: cfg.Log})
 	r := &Reporter{
 		probes: probes,
 		monitor: conditions.NewMonitor(conditions.MonitorConfig{Probes: probes, Hysteresis: cfg.Config.Hysteresis,

@@ -12,9 +12,16 @@ import (
 )
 
 // Build compiles the double into dir and returns the binary's path.
-func Build(dir string) (string, error) {
+func Build(dir string) (string, error) { return build(dir, nil) }
+
+// BuildStatic is Build with cgo off: a static binary that runs in a root
+// holding nothing else (a host root the agent chroots into).
+func BuildStatic(dir string) (string, error) { return build(dir, []string{"CGO_ENABLED=0"}) }
+
+func build(dir string, env []string) (string, error) {
 	bin := filepath.Join(dir, "rpm-ostree")
 	cmd := exec.Command("go", "build", "-o", bin, "github.com/nodeward/nodeward/test/rpmostree/cmd/rpm-ostree")
+	cmd.Env = append(os.Environ(), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building the rpm-ostree double: %w: %s", err, out)
 	}

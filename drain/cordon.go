@@ -14,6 +14,13 @@ import (
 // CordonOwner is the value nodeward writes in AnnotationCordonedBy.
 const CordonOwner = "nodeward"
 
+// HasCordonRecord reports whether node carries nodeward's record of its own
+// cordon; without it a cordon is someone else's.
+func HasCordonRecord(node *corev1.Node) bool {
+	_, ours := node.Annotations[v1alpha1.AnnotationCordonedBy]
+	return ours
+}
+
 // Cordon marks the node unschedulable and records, in the same update,
 // that nodeward did it. When someone else already cordoned the node it
 // changes nothing and returns false; when nodeward's own record is there
@@ -25,7 +32,7 @@ func (d *Drainer) Cordon(ctx context.Context) (byNodeward bool, err error) {
 		if err != nil {
 			return err
 		}
-		_, ours := node.Annotations[v1alpha1.AnnotationCordonedBy]
+		ours := HasCordonRecord(node)
 		if node.Spec.Unschedulable {
 			byNodeward = ours
 			return nil
@@ -69,7 +76,7 @@ func (d *Drainer) Uncordon(ctx context.Context, force bool) (UncordonResult, err
 		if err != nil {
 			return err
 		}
-		_, ours := node.Annotations[v1alpha1.AnnotationCordonedBy]
+		ours := HasCordonRecord(node)
 		switch {
 		case node.Spec.Unschedulable && !ours && !force:
 			result = CordonedByOther

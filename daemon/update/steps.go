@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/drain"
 )
 
 // stepFunc performs the action of one step and returns the next step (the
@@ -99,8 +100,7 @@ func (m *Machine) liftOwnCordon(ctx context.Context, node *corev1.Node) error {
 
 // cordonedByNodeward reports whether node carries nodeward's own cordon.
 func cordonedByNodeward(node *corev1.Node) bool {
-	_, ours := node.Annotations[v1alpha1.AnnotationCordonedBy]
-	return ours && node.Spec.Unschedulable
+	return drain.HasCordonRecord(node) && node.Spec.Unschedulable
 }
 
 // restart abandons a finished or not yet disruptive update for a new target.

@@ -72,15 +72,9 @@ func denyGrants(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, nod
 // updated too.
 func TestRefusedGrantNeitherStallsThePoolNorItsOtherNodes(t *testing.T) {
 	t.Parallel()
-	cp, dyn := setup(t)
 	const prefix = "refused"
-	nodes := cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 3})
-	renewLeases(t, cp, nodes)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sel := cluster.GroupLabel + "=" + prefix
-	watchUnavailable(ctx, t, cp, sel, 1)
-	agents := scriptAgents(ctx, t, cp, sel)
+	r := newRig(t, prefix, 3, 1)
+	cp, dyn, nodes, ctx, agents := r.cp, r.dyn, r.nodes, r.ctx, r.agents
 	refused := nodes[0] // first in the queue: the oldest
 	allow := denyGrants(ctx, t, cp, refused)
 	createPool(t, dyn, prefix, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Spec: v1alpha1.UpdatePoolSpec{
@@ -210,15 +204,9 @@ func faultyClient(t *testing.T, cp *cluster.ControlPlane, f *faultyTransport) *k
 // meanwhile.
 func TestLostGrantWritesAreSettledFromTheAPI(t *testing.T) {
 	t.Parallel()
-	cp, dyn := setup(t)
 	const prefix = "lostwrite"
-	nodes := cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 2})
-	renewLeases(t, cp, nodes)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sel := cluster.GroupLabel + "=" + prefix
-	watchUnavailable(ctx, t, cp, sel, 1)
-	agents := scriptAgents(ctx, t, cp, sel)
+	r := newRig(t, prefix, 2, 1)
+	cp, dyn, nodes, ctx, agents := r.cp, r.dyn, r.nodes, r.ctx, r.agents
 	var offset atomic.Int64
 	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	f := &faultyTransport{faults: []string{"lost", "answer-lost"}}
@@ -256,15 +244,9 @@ func TestLostGrantWritesAreSettledFromTheAPI(t *testing.T) {
 // the expectations and is in the list, and the plan still counts the node.
 func TestNodeEventBetweenTheReadsNeverHidesAGrant(t *testing.T) {
 	t.Parallel()
-	cp, dyn := setup(t)
 	const prefix = "between"
-	nodes := cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 2})
-	renewLeases(t, cp, nodes)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sel := cluster.GroupLabel + "=" + prefix
-	watchUnavailable(ctx, t, cp, sel, 1)
-	agents := scriptAgents(ctx, t, cp, sel)
+	r := newRig(t, prefix, 2, 1)
+	cp, dyn, nodes, ctx, agents := r.cp, r.dyn, r.nodes, r.ctx, r.agents
 	f := &faultyTransport{delay: 2500 * time.Millisecond}
 	var c *coordinator.Controller
 	var raced string // the node whose event came in between, this reconcile
@@ -321,15 +303,9 @@ func TestNodeEventBetweenTheReadsNeverHidesAGrant(t *testing.T) {
 // sure: the pass must still grant one node only.
 func TestStalePoolCacheNeverGrantsPastALoweredLimit(t *testing.T) {
 	t.Parallel()
-	cp, dyn := setup(t)
 	const prefix = "stalepool"
-	nodes := cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 4})
-	renewLeases(t, cp, nodes)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sel := cluster.GroupLabel + "=" + prefix
-	watchUnavailable(ctx, t, cp, sel, 1)
-	agents := scriptAgents(ctx, t, cp, sel)
+	r := newRig(t, prefix, 4, 1)
+	cp, dyn, nodes, ctx, agents := r.cp, r.dyn, r.nodes, r.ctx, r.agents
 	var lowered atomic.Bool
 	opts := coordinator.Options{Client: cp.Kube(), Dynamic: dyn, Resync: time.Second,
 		PoolLabelSelector: suiteLabel + "=" + prefix, DisableGuard: true,

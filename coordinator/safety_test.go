@@ -24,15 +24,9 @@ func groupSelector(g string) *metav1.LabelSelector {
 // no other node is granted until it serves again.
 func TestFinishedNodeThatDoesNotServeKeepsCounting(t *testing.T) {
 	t.Parallel()
-	cp, dyn := setup(t)
 	const prefix = "finished-down"
-	nodes := cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 3})
-	renewLeases(t, cp, nodes)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sel := cluster.GroupLabel + "=" + prefix
-	watchUnavailable(ctx, t, cp, sel, 1)
-	agents := scriptAgents(ctx, t, cp, sel)
+	r := newRig(t, prefix, 3, 1)
+	cp, dyn, nodes, ctx, agents := r.cp, r.dyn, r.nodes, r.ctx, r.agents
 	createPool(t, dyn, prefix, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Spec: v1alpha1.UpdatePoolSpec{
 		NodeSelector: groupSelector(prefix), OSImage: "os:fd1", MaxUnavailable: ptr.To(intstrPercent("34%")), // 1 of 3
 	}})
@@ -138,15 +132,9 @@ func TestOverlappingPoolKeepsCountingAndReleasesTheInFlightNode(t *testing.T) {
 // released when the target changes.
 func TestGrantedNodeKeepsTheTargetOfItsGrant(t *testing.T) {
 	t.Parallel()
-	cp, dyn := setup(t)
 	const prefix = "retarget"
-	nodes := cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 2})
-	renewLeases(t, cp, nodes)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sel := cluster.GroupLabel + "=" + prefix
-	watchUnavailable(ctx, t, cp, sel, 1)
-	agents := scriptAgents(ctx, t, cp, sel)
+	r := newRig(t, prefix, 2, 1)
+	cp, dyn, nodes, ctx, agents := r.cp, r.dyn, r.nodes, r.ctx, r.agents
 	createPool(t, dyn, prefix, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Spec: v1alpha1.UpdatePoolSpec{
 		NodeSelector: groupSelector(prefix), OSImage: "os:rt1", MaxUnavailable: ptr.To(intstrPercent("50%")),
 	}})

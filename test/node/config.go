@@ -62,9 +62,10 @@ state = %q
 }
 
 // cniConfig is a network of the loopback plugin alone: containerd reports
-// the network ready (so the kubelet reports the node Ready) while a pod's
-// network namespace gets only lo. No bridge, route or iptables rule is made
-// on the host; the test's pods need no network but the host's.
+// the network ready, so the kubelet reports the node Ready, and no bridge,
+// route or iptables rule is made on the host. A pod off the host network
+// cannot start on it (containerd wants an address: "failed to find network
+// info for sandbox"); the test's pods, like the agent, use the host's.
 const cniConfig = `{
   "cniVersion": "1.0.0",
   "name": "nodeward-test",

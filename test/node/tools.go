@@ -39,20 +39,20 @@ func BuildTools(ctx context.Context, root, dir string) (*Tools, error) {
 	return t, nil
 }
 
-// BuildImage runs `make image` at root with the tag and output given and
-// returns the image's digest, as make prints it.
-func BuildImage(ctx context.Context, root, tag, out string) (digest string, err error) {
-	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "-C", root, "image", "IMAGE_TAG="+tag, "IMAGE_OUT="+out)
+// BuildImage runs `make image` at root, tagging the image repo:VERSION
+// (the Makefile's version), and returns the tag and the digest make prints.
+func BuildImage(ctx context.Context, root, repo, out string) (tag, digest string, err error) {
+	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "-C", root, "image", "IMAGE_TAG="+repo+":$(VERSION)", "IMAGE_OUT="+out)
 	output, err := cmd.CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("make image: %w: %s", err, output)
+		return "", "", fmt.Errorf("make image: %w: %s", err, output)
 	}
 	for _, line := range strings.Split(string(output), "\n") {
-		if f := strings.Fields(line); len(f) >= 3 && f[0] == "image" && f[1] == tag {
-			return f[2], nil
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "image" && strings.HasPrefix(f[1], repo+":") {
+			return f[1], f[2], nil
 		}
 	}
-	return "", fmt.Errorf("make image printed no digest: %s", output)
+	return "", "", fmt.Errorf("make image printed no tag and digest: %s", output)
 }
 
 func run(ctx context.Context, dir string, env []string, name string, args ...string) error {

@@ -133,8 +133,12 @@ func (n *Node) writeConfigs() error {
 // propagation) runs namespaceScript, which execs the holder once the mounts
 // are made. The namespace is ready when the holder runs.
 func (n *Node) startHolder(ctx context.Context) error {
+	hostNS, err := os.Readlink("/proc/self/ns/mnt")
+	if err != nil {
+		return fmt.Errorf("read the test's mount namespace: %w", err)
+	}
 	p, err := launch("holder", n.path("holder.log"), true, "unshare", "--mount", "--propagation", "private",
-		"sh", "-c", namespaceScript(n.dir, n.opts.Tools.Holder, "-cgroup-root", n.cgroupRoot))
+		"sh", "-c", namespaceScript(n.dir, n.opts.Tools.Holder, "-cgroup-root", n.cgroupRoot, "-host-ns", hostNS))
 	if err != nil {
 		return err
 	}
@@ -214,7 +218,7 @@ func (n *Node) startKubelet(ctx context.Context) error {
 		}
 		for _, c := range node.Status.Conditions {
 			if c.Type == corev1.NodeReady {
-				return c.Status == corev1.ConditionTrue, fmt.Errorf("Ready=%s: %s", c.Status, c.Message)
+				return c.Status == corev1.ConditionTrue, fmt.Errorf("condition Ready=%s: %s", c.Status, c.Message)
 			}
 		}
 		return false, nil

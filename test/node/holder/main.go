@@ -23,11 +23,12 @@ import (
 
 func main() {
 	cgroupRoot := flag.String("cgroup-root", "", "the node's cgroup root, relative to each hierarchy (e.g. /nodeward-node-1)")
+	hostNS := flag.String("host-ns", "", "the mount namespace the holder must not be in (its starter's, as /proc/self/ns/mnt reads)")
 	flag.Parse()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	<-sig
-	if err := reap(*cgroupRoot, time.Now().Add(20*time.Second)); err != nil {
+	if err := reap(*cgroupRoot, *hostNS, time.Now().Add(20*time.Second)); err != nil {
 		fmt.Fprintln(os.Stderr, "holder:", err)
 		os.Exit(1)
 	}
@@ -35,15 +36,16 @@ func main() {
 
 // reap kills until nothing is left or the deadline passes, then removes the
 // cgroups, deepest first.
-func reap(cgroupRoot string, deadline time.Time) error {
+func reap(cgroupRoot, hostNS string, deadline time.Time) error {
 	self := os.Getpid()
 	ns, err := os.Readlink("/proc/self/ns/mnt")
 	if err != nil {
 		return fmt.Errorf("read own mount namespace: %w", err)
 	}
 	// Never sweep the machine's own namespace: a holder started without
-	// its private namespace reaps only the cgroups.
-	if host, err := os.Readlink("/proc/1/ns/mnt"); err != nil || host == ns {
+	// its private namespace (or not told which is the host's) reaps only the
+	// cgroups.
+	if hostNS == "" || hostNS == ns {
 		ns = ""
 	}
 	tick := time.NewTicker(100 * time.Millisecond)

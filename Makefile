@@ -10,7 +10,7 @@ GOBIN_DIR := $(shell go env GOPATH)/bin
 # The package timeout bounds a hung control plane; the slowest packages finish in minutes.
 TEST_FLAGS ?= -timeout 20m
 
-.PHONY: all build test test-unit testbin lint demo chaos clean soak
+.PHONY: all build image test test-unit testbin lint demo chaos clean soak
 
 all: build
 
@@ -22,6 +22,22 @@ BUILD_TAGS := grpcnotrace
 
 build:
 	go build -tags $(BUILD_TAGS) -ldflags "$(LDFLAGS)" -o bin/nodeward ./cmd/nodeward
+
+# image writes the OCI image of a static nodeward (no cgo: nothing to link at
+# run time in a FROM-scratch image) as an OCI image-layout tarball, with no
+# daemon, no base image and no registry (tools/ociimage); it prints the tag
+# and the digest. The same commit and Go toolchain give the same digest:
+# -trimpath, the layer's times are the commit's (SOURCE_DATE_EPOCH).
+IMAGE_TAG ?= nodeward:$(VERSION)
+IMAGE_OUT ?= bin/nodeward-image.oci.tar
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+
+image:
+	@mkdir -p bin/static "$$(dirname "$(IMAGE_OUT)")"
+	CGO_ENABLED=0 go build -trimpath -tags $(BUILD_TAGS) -ldflags "$(LDFLAGS)" -o bin/static/nodeward ./cmd/nodeward
+	@digest="$$(SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./tools/ociimage -tag "$(IMAGE_TAG)" -out "$(IMAGE_OUT)" \
+		-file bin/static/nodeward:/nodeward:0755 -entrypoint /nodeward)"; \
+		echo "image $(IMAGE_TAG) $$digest in $(IMAGE_OUT)"
 
 # testbin builds the real control plane (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl, kwok) into the cache; only

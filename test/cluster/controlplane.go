@@ -43,6 +43,11 @@ type Options struct {
 	// KwokStages are extra kwok Stage documents (YAML) beside the stock
 	// ones, for example PodReadyAgainStage.
 	KwokStages []string
+	// RealNodes prepares the API server for real kubelets (test/node): a
+	// static bearer token per named node (user system:node:NAME in group
+	// system:nodes, see NodeToken), the Node authorizer before RBAC and the
+	// NodeRestriction admission plugin. Empty: RBAC alone, as before.
+	RealNodes []string
 }
 
 // ControlPlane is a running control plane. Its methods are safe for
@@ -56,8 +61,9 @@ type ControlPlane struct {
 	client    kubernetes.Interface
 	kube      *kube.Client
 	adminKube string
-	procs     []*process // start order: etcd, apiserver, kcm, scheduler, kwok
-	etcdURL   string     // etcd's client URL
+	procs     []*process        // start order: etcd, apiserver, kcm, scheduler, kwok
+	nodeToken map[string]string // RealNodes' bearer tokens by node name
+	etcdURL   string            // etcd's client URL
 
 	procMu   sync.Mutex // guards procs against Kill and Restart (restart.go)
 	stopOnce sync.Once
@@ -133,6 +139,9 @@ func (cp *ControlPlane) writeCredentials() error {
 	}); err != nil {
 		return err
 	}
+	if err := cp.writeNodeTokens(); err != nil {
+		return err
+	}
 	return writeServiceAccountKey(cp.path("sa.key"))
 }
 
@@ -170,17 +179,17 @@ func (cp *ControlPlane) waitEtcd(ctx context.Context, p *process) error {
 }
 
 func (cp *ControlPlane) startAPIServer(ctx context.Context, etcdPort, port int) error {
-	p, err := startProcess("kube-apiserver", cp.bin("kube-apiserver"), cp.dir,
+	args := append([]string{
 		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdPort),
 		fmt.Sprintf("--secure-port=%d", port),
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-		"--cert-dir="+cp.path("apiserver-certs"),
-		"--tls-cert-file="+cp.path("apiserver.crt"), "--tls-private-key-file="+cp.path("apiserver.key"),
-		"--client-ca-file="+cp.path("ca.crt"),
+		"--cert-dir=" + cp.path("apiserver-certs"),
+		"--tls-cert-file=" + cp.path("apiserver.crt"), "--tls-private-key-file=" + cp.path("apiserver.key"),
+		"--client-ca-file=" + cp.path("ca.crt"),
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+cp.path("sa.key"),
-		"--service-account-signing-key-file="+cp.path("sa.key"),
-		"--authorization-mode=RBAC",
+		"--service-account-key-file=" + cp.path("sa.key"),
+		"--service-account-signing-key-file=" + cp.path("sa.key"),
+		"--authorization-mode=" + cp.authorizationMode(),
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--allow-privileged=true",
 		"--profiling=false",
@@ -188,7 +197,8 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, etcdPort, port int) 
 		// (400/200) would queue them behind the test's own watches.
 		"--max-requests-inflight=1000", "--max-mutating-requests-inflight=500",
 		"--v=0",
-	)
+	}, cp.realNodeArgs()...)
+	p, err := startProcess("kube-apiserver", cp.bin("kube-apiserver"), cp.dir, args...)
 	if err != nil {
 		return err
 	}

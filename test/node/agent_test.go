@@ -1,0 +1,204 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/node"
+)
+
+const agentNamespace = "nodeward-system"
+
+// nodewardConditions are the five health conditions the agent publishes.
+func nodewardConditions() []corev1.NodeConditionType {
+	return []corev1.NodeConditionType{"NodewardMemoryPressure", "NodewardDiskPressure",
+		"NodewardPIDPressure", "NodewardNetworkUnavailable", "NodewardRuntimeUnavailable"}
+}
+
+// TestAgentOnRealNode deploys the project's manifests with the image `make
+// image` builds on the real node and checks, in order: the agent pod Running
+// and Ready, the node's five conditions, the pod-bound token's limits, a
+// drain of a real pod by `nodeward drain`, and the runtime condition through
+// a containerd restart.
+func TestAgentOnRealNode(t *testing.T) {
+	cp, n := env.Node(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	client := cp.Client()
+
+	start := time.Now()
+	tag, digest, err := node.BuildImage(ctx, env.Root(), "localhost/nodeward", filepath.Join(env.Dir(), "nodeward.oci.tar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.ImportImage(ctx, filepath.Join(env.Dir(), "nodeward.oci.tar")); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("image %s %s built and imported in %s", tag, digest, time.Since(start).Round(time.Millisecond))
+
+	host, port, err := splitHost(cp.Config().Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing, err := missingCapabilities()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(missing) > 0 {
+		t.Logf("this machine cannot grant %v: the agent runs without them", missing)
+	}
+	manifests, err := deployment{image: tag, apiHost: host, apiPort: port, missing: missing}.render(ctx, cp, env.Root())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	if err := apply(ctx, cp, manifests, env.Dir()); err != nil {
+		t.Fatal(err)
+	}
+	pod, err := waitAgentReady(ctx, client, n.Name(), 3*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("agent pod %s Running and Ready %s after apply (image %s)", pod.Name, time.Since(start).Round(time.Millisecond), pod.Status.ContainerStatuses[0].ImageID)
+	if got := pod.Spec.Containers[0].Image; got != tag {
+		t.Errorf("agent image %q, want %q", got, tag)
+	}
+
+	t.Run("conditions", func(t *testing.T) {
+		err := waitNode(ctx, client, n.Name(), time.Minute, func(node *corev1.Node) error {
+			for _, want := range nodewardConditions() {
+				if condition(node, want) == nil {
+					return fmt.Errorf("no %s", want)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("five Nodeward conditions %s after apply", time.Since(start).Round(time.Millisecond))
+	})
+	t.Run("bound-token", func(t *testing.T) { testBoundToken(ctx, t, cp, n, pod) })
+	t.Run("drain", func(t *testing.T) { testDrain(ctx, t, cp, n) })
+	t.Run("runtime-restart", func(t *testing.T) { testRuntimeRestart(ctx, t, client, n) })
+}
+
+// testBoundToken reads the agent pod's projected token from the kubelet's
+// volume on the node and checks what it may write: its own Node's agent
+// annotations yes, another Node no (the project's admission policy).
+func testBoundToken(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, n *node.Node, pod *corev1.Pod) {
+	var volume string
+	for _, v := range pod.Spec.Volumes {
+		if v.Projected != nil && strings.HasPrefix(v.Name, "kube-api-access-") {
+			volume = v.Name
+		}
+	}
+	path := n.HostPath(filepath.Join("/var/lib/kubelet/pods", string(pod.UID), "volumes/kubernetes.io~projected", volume, "token"))
+	token, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read the agent's projected token: %v", err)
+	}
+	cfg := &rest.Config{Host: cp.Config().Host, BearerToken: string(token), TLSClientConfig: rest.TLSClientConfig{CAData: cp.CACertPEM()}}
+	agent, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "other-node-" + n.Name()}}
+	if _, err := cp.Client().CoreV1().Nodes().Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create another node: %v", err)
+	}
+	defer cp.Client().CoreV1().Nodes().Delete(context.Background(), other.Name, metav1.DeleteOptions{})
+	patch := []byte(`{"metadata":{"annotations":{"update.nodeward.io/reason":"bound-token test"}}}`)
+	if _, err := agent.CoreV1().Nodes().Patch(ctx, n.Name(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Errorf("the agent's token may not patch its own node's annotation: %v", err)
+	}
+	_, err = agent.CoreV1().Nodes().Patch(ctx, other.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err == nil || !(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) {
+		t.Errorf("the agent's token patched another node: err = %v", err)
+	} else {
+		t.Logf("another node refused: %v", err)
+	}
+}
+
+// testDrain runs a ReplicaSet's pod on the node and drains the node with
+// the nodeward CLI; the pod goes away, and the node is uncordoned after.
+func testDrain(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, n *node.Node) {
+	client := cp.Client()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "drain-test"}}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rs := workloadReplicaSet(ns.Name, n.Name())
+	if _, err := client.AppsV1().ReplicaSets(ns.Name).Create(ctx, rs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var running string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := client.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{})
+		if err != nil || len(pods.Items) == 0 {
+			return false, nil
+		}
+		running = pods.Items[0].Name
+		return pods.Items[0].Status.Phase == corev1.PodRunning, nil
+	})
+	if err != nil {
+		t.Fatalf("workload pod never Running on the real node: %v", err)
+	}
+	nodeward := filepath.Join(env.Dir(), "nodeward")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", nodeward, "github.com/nodeward/nodeward/cmd/nodeward").CombinedOutput(); err != nil {
+		t.Fatalf("build nodeward: %v: %s", err, out)
+	}
+	defer func() {
+		if out, err := exec.Command(nodeward, "uncordon", "--kubeconfig", cp.KubeconfigPath(), n.Name()).CombinedOutput(); err != nil {
+			t.Logf("uncordon: %v: %s", err, out)
+		}
+	}()
+	out, err := exec.CommandContext(ctx, nodeward, "drain", "--kubeconfig", cp.KubeconfigPath(), "--timeout", "2m", n.Name()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("nodeward drain: %v\n%s", err, out)
+	}
+	t.Logf("nodeward drain:\n%s", out)
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().Pods(ns.Name).Get(ctx, running, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatalf("drained pod %s still there: %v", running, err)
+	}
+}
+
+// testRuntimeRestart restarts containerd: the agent's runtime probe must
+// see the runtime go (NodewardRuntimeUnavailable True) and come back
+// (False). With the runtime socket mounted as a file (hostPath type Socket)
+// the pod keeps the old, deleted socket and the condition never clears
+// (issue 17, finding 1).
+func testRuntimeRestart(ctx context.Context, t *testing.T, client kubernetes.Interface, n *node.Node) {
+	start := time.Now()
+	if err := n.RestartContainerd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	runtime := corev1.NodeConditionType("NodewardRuntimeUnavailable")
+	if err := waitNode(ctx, client, n.Name(), 90*time.Second, conditionIs(runtime, corev1.ConditionTrue)); err != nil {
+		t.Fatalf("after a containerd restart: %v", err)
+	}
+	t.Logf("%s True %s after the restart", runtime, time.Since(start).Round(time.Millisecond))
+	if err := waitNode(ctx, client, n.Name(), 2*time.Minute, conditionIs(runtime, corev1.ConditionFalse)); err != nil {
+		t.Fatalf("containerd is back but the agent still reports it unavailable: %v", err)
+	}
+	t.Logf("%s False again %s after the restart", runtime, time.Since(start).Round(time.Millisecond))
+}

@@ -1,0 +1,164 @@
+package node_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodeward/nodeward/test/cluster"
+)
+
+// deployment is what the test changes in the project's manifests, and why.
+type deployment struct {
+	image   string          // the image built by `make image`, imported into the node
+	missing map[string]bool // capabilities (as in the manifests) this machine cannot grant
+	apiHost string          // the API server as a hostNetwork pod reaches it
+	apiPort string
+}
+
+// render builds manifests/overlays/kubernetes with kustomize (the test
+// control plane's `kubectl kustomize`, as test/deploy/lint.sh may) and
+// adapts it to this test cluster:
+//   - the agent's and the coordinator's image: the one just built;
+//   - KUBERNETES_SERVICE_HOST/PORT: the API server's own address, since no
+//     kube-proxy serves the kubernetes Service here;
+//   - the kube-rbac-proxy sidecar is dropped: its image cannot be fetched on
+//     this machine (issue 17: built from source or replaced by nodeward's
+//     own authorization, another part of the work);
+//   - capabilities this machine's bounding set lacks are not added (root
+//     here has no CAP_SYS_RESOURCE: runc would fail "unable to apply caps");
+//   - the coordinator is scaled to 0: not on the host network, it cannot
+//     reach the API server without kube-proxy and a pod network;
+//   - ServiceMonitor and PrometheusRule are left out: no Prometheus
+//     Operator CRDs here (docs/install.md says the same for such clusters).
+func (d deployment) render(ctx context.Context, cp *cluster.ControlPlane, root string) ([]byte, error) {
+	out, err := exec.CommandContext(ctx, cp.Binary("kubectl"), "kustomize", filepath.Join(root, "manifests", "overlays", "kubernetes")).Output()
+	if err != nil {
+		return nil, fmt.Errorf("kustomize manifests/overlays/kubernetes: %w", err)
+	}
+	dec := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
+	var docs [][]byte
+	for {
+		doc, err := dec.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("split the manifests: %w", err)
+		}
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(doc, &obj.Object); err != nil || obj.Object == nil {
+			continue
+		}
+		switch obj.GetKind() {
+		case "ServiceMonitor", "PrometheusRule":
+			continue
+		case "DaemonSet", "Deployment":
+			if err := d.adapt(obj); err != nil {
+				return nil, err
+			}
+		}
+		data, err := yaml.Marshal(obj.Object)
+		if err != nil {
+			return nil, fmt.Errorf("marshal %s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
+		docs = append(docs, data)
+	}
+	return bytes.Join(docs, []byte("---\n")), nil
+}
+
+func (d deployment) adapt(obj *unstructured.Unstructured) error {
+	containers, _, err := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+	if err != nil {
+		return fmt.Errorf("containers of %s: %w", obj.GetName(), err)
+	}
+	var kept []any
+	for _, c := range containers {
+		c := c.(map[string]any)
+		if c["name"] == "kube-rbac-proxy" {
+			continue
+		}
+		c["image"] = d.image
+		if add, ok, _ := unstructured.NestedStringSlice(c, "securityContext", "capabilities", "add"); ok {
+			var grantable []any
+			for _, capability := range add {
+				if !d.missing[capability] {
+					grantable = append(grantable, capability)
+				}
+			}
+			if err := unstructured.SetNestedSlice(c, grantable, "securityContext", "capabilities", "add"); err != nil {
+				return err
+			}
+		}
+		env, _ := c["env"].([]any)
+		c["env"] = append(env,
+			map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": d.apiHost},
+			map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": d.apiPort})
+		kept = append(kept, c)
+	}
+	if err := unstructured.SetNestedSlice(obj.Object, kept, "spec", "template", "spec", "containers"); err != nil {
+		return err
+	}
+	if obj.GetKind() == "Deployment" {
+		return unstructured.SetNestedField(obj.Object, int64(0), "spec", "replicas")
+	}
+	return nil
+}
+
+// apply applies the rendered manifests server-side with kubectl.
+func apply(ctx context.Context, cp *cluster.ControlPlane, manifests []byte, dir string) error {
+	file := filepath.Join(dir, "nodeward.yaml")
+	if err := os.WriteFile(file, manifests, 0o600); err != nil {
+		return fmt.Errorf("write the manifests: %w", err)
+	}
+	out, err := exec.CommandContext(ctx, cp.Binary("kubectl"), "--kubeconfig", cp.KubeconfigPath(),
+		"apply", "--server-side", "-f", file).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("kubectl apply: %w: %s", err, out)
+	}
+	return nil
+}
+
+func splitHost(host string) (string, string, error) {
+	u, err := url.Parse(host)
+	if err != nil {
+		return "", "", fmt.Errorf("parse API server address %q: %w", host, err)
+	}
+	return u.Hostname(), u.Port(), nil
+}
+
+// missingCapabilities are the capabilities the manifests add that this
+// process's bounding set lacks, so runc could not grant them either.
+func missingCapabilities() (map[string]bool, error) {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return nil, fmt.Errorf("read capabilities: %w", err)
+	}
+	var bounding uint64
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapBnd:"); ok {
+			if bounding, err = strconv.ParseUint(strings.TrimSpace(v), 16, 64); err != nil {
+				return nil, fmt.Errorf("parse CapBnd: %w", err)
+			}
+		}
+	}
+	missing := map[string]bool{}
+	for name, bit := range map[string]uint{"NET_ADMIN": 12, "SYS_CHROOT": 18, "SYS_ADMIN": 21, "SYS_BOOT": 22, "SYS_RESOURCE": 24} {
+		if bounding&(1<<bit) == 0 {
+			missing[name] = true
+		}
+	}
+	return missing, nil
+}

@@ -1,0 +1,264 @@
+// Package node runs a real Kubernetes node for tests: containerd 1.6 with
+// runc and a kubelet v1.36.3, registered with a test/cluster control plane,
+// inside a private mount namespace so that the machine's own /run/containerd,
+// /var/lib/kubelet, /var/log and kernel settings are left alone. One node
+// serves a whole test package (see Env). Everything it starts is killed and
+// its cgroups removed at the end, also when the test binary dies (the
+// holder, test/node/holder, reaps on its parent's death).
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeward/nodeward/test/cluster"
+)
+
+// Options tune a node.
+type Options struct {
+	// Name of the Node; it must be one of the control plane's RealNodes.
+	Name string
+	// Kubelet is the kubelet binary (test/tools builds it).
+	Kubelet string
+	// Tools holds the holder binary and the pause image (BuildTools).
+	Tools *Tools
+	// ControlPlane the kubelet registers with.
+	ControlPlane *cluster.ControlPlane
+	// Dir receives configuration, state and logs; a temporary directory
+	// when empty.
+	Dir string
+	// Log receives progress lines; nil discards them.
+	Log func(format string, args ...any)
+}
+
+// Node is a running real node.
+type Node struct {
+	opts       Options
+	dir        string
+	cgroupRoot string
+	createdMPs []string // host mount points this node created
+
+	mu         sync.Mutex // guards containerd against Stop and RestartContainerd
+	holder     *process
+	containerd *process
+	kubelet    *process
+	stopOnce   sync.Once
+}
+
+// Start prepares the namespace, starts containerd (with the pause image
+// imported) and the kubelet, and returns once the Node is Ready. On error
+// everything started so far is stopped again.
+func Start(ctx context.Context, opts Options) (_ *Node, err error) {
+	if opts.Log == nil {
+		opts.Log = func(string, ...any) {}
+	}
+	start := time.Now()
+	dir := opts.Dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "nodeward-node-"); err != nil {
+			return nil, fmt.Errorf("create the node's work dir: %w", err)
+		}
+	}
+	n := &Node{opts: opts, dir: dir, cgroupRoot: fmt.Sprintf("/nodeward-node-%d", os.Getpid())}
+	defer func() {
+		if err != nil {
+			n.Stop()
+			err = fmt.Errorf("start node %s: %w (logs in %s)", opts.Name, err, dir)
+		}
+	}()
+	if n.createdMPs, err = prepareDirs(dir); err != nil {
+		return nil, err
+	}
+	if err := n.writeConfigs(); err != nil {
+		return nil, err
+	}
+	if err := createCgroupRoot(n.cgroupRoot); err != nil {
+		return nil, err
+	}
+	if err := n.startHolder(ctx); err != nil {
+		return nil, err
+	}
+	if err := n.startContainerd(ctx); err != nil {
+		return nil, err
+	}
+	if err := n.ImportImage(ctx, opts.Tools.PauseImage); err != nil {
+		return nil, err
+	}
+	opts.Log("containerd ready with the pause image in %s", time.Since(start).Round(time.Millisecond))
+	if err := n.startKubelet(ctx); err != nil {
+		return nil, err
+	}
+	opts.Log("node %s Ready in %s (work dir %s)", opts.Name, time.Since(start).Round(time.Millisecond), dir)
+	return n, nil
+}
+
+func (n *Node) path(elem ...string) string { return filepath.Join(append([]string{n.dir}, elem...)...) }
+
+func (n *Node) writeConfigs() error {
+	cp := n.opts.ControlPlane
+	ports, err := freePorts(2)
+	if err != nil {
+		return err
+	}
+	files := map[string]string{
+		"containerd.toml":               containerdConfig(n.dir),
+		"cni/10-nodeward-test.conflist": cniConfig,
+		"ca.crt":                        string(cp.CACertPEM()),
+		"kubelet.yaml":                  kubeletConfig(n.cgroupRoot, n.path("ca.crt"), ports[0], ports[1]),
+		"kubelet.kubeconfig":            nodeKubeconfig(cp.Config().Host, n.path("ca.crt"), cp.NodeToken(n.opts.Name)),
+	}
+	for name, content := range files {
+		if err := os.MkdirAll(filepath.Dir(n.path(name)), 0o755); err != nil {
+			return fmt.Errorf("write %s: %w", name, err)
+		}
+		if err := os.WriteFile(n.path(name), []byte(content), 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+	if cp.NodeToken(n.opts.Name) == "" {
+		return fmt.Errorf("the control plane has no token for node %s (cluster.Options.RealNodes)", n.opts.Name)
+	}
+	return nil
+}
+
+// startHolder makes the mount namespace: unshare (a new session, private
+// propagation) runs namespaceScript, which execs the holder once the mounts
+// are made. The namespace is ready when the holder runs.
+func (n *Node) startHolder(ctx context.Context) error {
+	hostNS, err := os.Readlink("/proc/self/ns/mnt")
+	if err != nil {
+		return fmt.Errorf("read the test's mount namespace: %w", err)
+	}
+	p, err := launch("holder", n.path("holder.log"), true, "unshare", "--mount", "--propagation", "private",
+		"sh", "-c", namespaceScript(n.dir, n.opts.Tools.Holder, "-cgroup-root", n.cgroupRoot, "-host-ns", hostNS))
+	if err != nil {
+		return err
+	}
+	n.holder = p
+	return poll(ctx, "the node's mount namespace", 20*time.Millisecond, []*process{p}, func(context.Context) (bool, error) {
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.cmd.Process.Pid))
+		return err == nil && exe == n.opts.Tools.Holder, err
+	})
+}
+
+// inNamespace is the command line that runs argv in the node's namespace.
+func (n *Node) inNamespace(argv ...string) []string {
+	return append([]string{"nsenter", fmt.Sprintf("--mount=/proc/%d/ns/mnt", n.holder.cmd.Process.Pid), "--"}, argv...)
+}
+
+func (n *Node) startContainerd(ctx context.Context) error {
+	argv := n.inNamespace("containerd", "--config", n.path("containerd.toml"))
+	p, err := launch("containerd", n.path("containerd.log"), false, argv[0], argv[1:]...)
+	if err != nil {
+		return err
+	}
+	n.containerd = p
+	return poll(ctx, "containerd's socket", 100*time.Millisecond, []*process{n.holder, p}, func(ctx context.Context) (bool, error) {
+		out, err := exec.CommandContext(ctx, "ctr", "--address", n.ContainerdSocket(), "version").CombinedOutput()
+		if err != nil {
+			return false, fmt.Errorf("%w: %s", err, out)
+		}
+		return true, nil
+	})
+}
+
+// ContainerdSocket is containerd's socket as the host sees it (the node's
+// /run/containerd/containerd.sock).
+func (n *Node) ContainerdSocket() string {
+	return filepath.Join(runLocal(n.dir, "/run/containerd"), "containerd.sock")
+}
+
+// ImportImage imports an OCI image-layout tarball into containerd's k8s.io
+// namespace, where the CRI plugin sees it, under the tarball's ref.name.
+func (n *Node) ImportImage(ctx context.Context, tarball string) error {
+	out, err := exec.CommandContext(ctx, "ctr", "--address", n.ContainerdSocket(), "-n", "k8s.io",
+		"images", "import", "--snapshotter", "overlayfs", tarball).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("import %s into containerd: %w: %s", tarball, err, out)
+	}
+	return nil
+}
+
+// RestartContainerd stops containerd (SIGTERM: its shims and containers go
+// on) and starts it again, as a runtime upgrade would; it returns once the
+// new one answers.
+func (n *Node) RestartContainerd(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.containerd.stop(15 * time.Second)
+	return n.startContainerd(ctx)
+}
+
+func (n *Node) startKubelet(ctx context.Context) error {
+	argv := n.inNamespace(n.opts.Kubelet,
+		"--config="+n.path("kubelet.yaml"),
+		"--kubeconfig="+n.path("kubelet.kubeconfig"),
+		"--hostname-override="+n.opts.Name,
+		"--cert-dir="+n.path("kubelet-pki"),
+		"--v=1",
+	)
+	p, err := launch("kubelet", n.path("kubelet.log"), false, argv[0], argv[1:]...)
+	if err != nil {
+		return err
+	}
+	n.kubelet = p
+	client := n.opts.ControlPlane.Client()
+	return poll(ctx, "node "+n.opts.Name+" Ready", 200*time.Millisecond, []*process{n.holder, n.containerd, p}, func(ctx context.Context) (bool, error) {
+		node, err := client.CoreV1().Nodes().Get(ctx, n.opts.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue, fmt.Errorf("condition Ready=%s: %s", c.Status, c.Message)
+			}
+		}
+		return false, nil
+	})
+}
+
+// HostPath is path as the node's processes see it (through the holder's
+// root), for files the kubelet mounted inside the namespace such as a pod's
+// projected service account token.
+func (n *Node) HostPath(path string) string {
+	return filepath.Join(fmt.Sprintf("/proc/%d/root", n.holder.cmd.Process.Pid), path)
+}
+
+// Name is the Node's name.
+func (n *Node) Name() string { return n.opts.Name }
+
+// Dir holds the node's configuration, state and logs.
+func (n *Node) Dir() string { return n.dir }
+
+// Stop stops the kubelet (SIGTERM, then SIGKILL), then has the holder kill
+// everything else of the node and remove its cgroups, and removes the mount
+// points it created on the host. The work dir stays (Env removes it).
+func (n *Node) Stop() {
+	n.stopOnce.Do(func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.kubelet != nil {
+			n.kubelet.stop(15 * time.Second)
+		}
+		if n.holder != nil {
+			n.holder.stop(30 * time.Second)
+		}
+		for _, p := range []*process{n.containerd, n.kubelet} {
+			if p != nil {
+				p.stop(5 * time.Second)
+			}
+		}
+		removeCgroupRoot(n.cgroupRoot)
+		for _, mp := range n.createdMPs {
+			_ = os.Remove(mp)
+		}
+	})
+}

@@ -100,21 +100,13 @@ func TestRebootFallsBackToSystemctl(t *testing.T) {
 func TestRebootFallbackInHostRoot(t *testing.T) {
 	t.Parallel()
 	testenv.RequireRoot(t)
-	root := t.TempDir()
-	bin := filepath.Join(root, "usr", "bin")
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	double, err := rpmostree.BuildStatic(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(double, filepath.Join(bin, "systemctl")); err != nil {
+	root, double := rpmostree.HostRoot(t)
+	if err := os.Rename(double, filepath.Join(filepath.Dir(double), "systemctl")); err != nil {
 		t.Fatal(err)
 	}
 	r := &Rebooter{BusAddress: "unix:path=" + filepath.Join(t.TempDir(), "none"), HostRoot: root,
 		CallTimeout: 5 * time.Second, Log: slog.New(slog.NewTextHandler(t.Output(), nil))}
-	err = r.Reboot(context.Background(), "x")
+	err := r.Reboot(context.Background(), "x")
 	if err == nil || !strings.Contains(err.Error(), rpmostree.EnvDir+" is not set") {
 		t.Fatalf("Reboot through the host root's systemctl: %v, want the root's binary's own complaint", err)
 	}

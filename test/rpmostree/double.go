@@ -18,6 +18,23 @@ func Build(dir string) (string, error) { return build(dir, nil) }
 // holding nothing else (a host root the agent chroots into).
 func BuildStatic(dir string) (string, error) { return build(dir, []string{"CGO_ENABLED=0"}) }
 
+// HostRoot makes a tiny host root filesystem in a temporary directory:
+// the static double at /usr/bin/rpm-ostree and nothing else. It returns
+// the root and the double's path outside it.
+func HostRoot(t testing.TB) (root, double string) {
+	t.Helper()
+	root = t.TempDir()
+	bin := filepath.Join(root, "usr", "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	double, err := BuildStatic(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, double
+}
+
 func build(dir string, env []string) (string, error) {
 	bin := filepath.Join(dir, "rpm-ostree")
 	cmd := exec.Command("go", "build", "-o", bin, "github.com/nodeward/nodeward/test/rpmostree/cmd/rpm-ostree")

@@ -42,7 +42,9 @@ type deployment struct {
 //   - the coordinator is scaled to 0: not on the host network, it cannot
 //     reach the API server without kube-proxy and a pod network;
 //   - ServiceMonitor and PrometheusRule are left out: no Prometheus
-//     Operator CRDs here (docs/install.md says the same for such clusters).
+//     Operator CRDs here (docs/install.md says the same for such clusters);
+//   - the agent's hysteresis quiet period is 3 s instead of 5 min, so that
+//     a condition that went True comes back within the test.
 func (d deployment) render(ctx context.Context, cp *cluster.ControlPlane, root string) ([]byte, error) {
 	out, err := exec.CommandContext(ctx, cp.Binary("kubectl"), "kustomize", filepath.Join(root, "manifests", "overlays", "kubernetes")).Output()
 	if err != nil {
@@ -68,6 +70,13 @@ func (d deployment) render(ctx context.Context, cp *cluster.ControlPlane, root s
 		case "DaemonSet", "Deployment":
 			if err := d.adapt(obj); err != nil {
 				return nil, err
+			}
+		case "ConfigMap":
+			if config, ok, _ := unstructured.NestedString(obj.Object, "data", "config.yaml"); ok && obj.GetName() == "nodeward-agent-config" {
+				config += "hysteresis: {quietPeriod: 3s}\n"
+				if err := unstructured.SetNestedField(obj.Object, config, "data", "config.yaml"); err != nil {
+					return nil, err
+				}
 			}
 		}
 		data, err := yaml.Marshal(obj.Object)

@@ -191,9 +191,23 @@ func (n *Node) ImportImage(ctx context.Context, tarball string) error {
 // on) and starts it again, as a runtime upgrade would; it returns once the
 // new one answers.
 func (n *Node) RestartContainerd(ctx context.Context) error {
+	n.StopContainerd()
+	return n.StartContainerd(ctx)
+}
+
+// StopContainerd stops the node's containerd (its pods keep running in
+// their shims, as on a real node).
+func (n *Node) StopContainerd() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.containerd.stop(15 * time.Second)
+}
+
+// StartContainerd starts containerd again on the same root, state and
+// socket, and waits until it answers.
+func (n *Node) StartContainerd(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	return n.startContainerd(ctx)
 }
 

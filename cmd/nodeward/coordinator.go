@@ -19,7 +19,7 @@ import (
 	"github.com/nodeward/nodeward/coordinator"
 )
 
-func newCoordinatorCommand() *cobra.Command {
+func newCoordinatorCommand(g *globals) *cobra.Command {
 	var (
 		conn          kubeFlags
 		leaderElect   bool
@@ -28,6 +28,7 @@ func newCoordinatorCommand() *cobra.Command {
 		poolSelector  string
 		resync        time.Duration
 		leaseDuration time.Duration
+		syncWarn      time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "coordinator",
@@ -61,10 +62,11 @@ func newCoordinatorCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("create dynamic client: %w", err)
 			}
-			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+			log := g.logger
 			health := coordinator.NewHealth(nil)
 			opts := coordinator.Options{Client: client, Dynamic: dyn, Log: log, Resync: resync,
-				Metrics: metrics, PoolLabelSelector: poolSelector, Health: health}
+				Metrics: metrics, PoolLabelSelector: poolSelector, Health: health,
+				SyncWarningInterval: syncWarn}
 			if err := serveMetrics(metricsAddr, reg, health, log); err != nil {
 				return err
 			}
@@ -94,6 +96,7 @@ func newCoordinatorCommand() *cobra.Command {
 	f.DurationVar(&leaseDuration, "leader-lease-duration", 15*time.Second, "how long a leader's Lease is valid without renewal")
 	f.StringVar(&metricsAddr, "metrics-address", "127.0.0.1:9741", "address of /metrics and /readyz (empty disables)")
 	f.StringVar(&poolSelector, "pool-selector", "", "label selector of the UpdatePools this coordinator manages (default all)")
+	registerSyncWarning(cmd, &syncWarn)
 	f.DurationVar(&resync, "resync", 5*time.Second, "re-plan every pool this often (agent Lease expiry, maintenance windows)")
 	return cmd
 }

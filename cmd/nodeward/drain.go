@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -38,7 +37,7 @@ type drainFlags struct {
 	quiet       bool
 }
 
-func newDrainCommand() *cobra.Command {
+func newDrainCommand(g *globals) *cobra.Command {
 	var f drainFlags
 	cmd := &cobra.Command{
 		Use:   "drain NODE",
@@ -48,7 +47,7 @@ evict its pods through the Eviction API in batches by order, printing the plan, 
 progress and a summary. Exit codes: 0 drained, 1 failed, 2 blocked (--on-timeout=yield; the
 node is uncordoned again), 3 refused (pods with emptyDir data or without a controller).`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return runDrain(cmd, f, args[0]) },
+		RunE: func(cmd *cobra.Command, args []string) error { return runDrain(cmd, g, f, args[0]) },
 	}
 	fl := cmd.Flags()
 	fl.DurationVar(&f.timeout, "timeout", 0, "overall drain timeout; what happens then is --on-timeout (0: none)")
@@ -99,7 +98,7 @@ func (f drainFlags) options() (drain.Options, error) {
 	return o, nil
 }
 
-func runDrain(cmd *cobra.Command, f drainFlags, node string) error {
+func runDrain(cmd *cobra.Command, g *globals, f drainFlags, node string) error {
 	opts, err := f.options()
 	if err != nil {
 		return err
@@ -122,7 +121,7 @@ func runDrain(cmd *cobra.Command, f drainFlags, node string) error {
 	pr := &drainPrinter{out: out, quiet: f.quiet}
 	d, err := drain.New(drain.Config{
 		Client: client, Node: node, Options: opts, Progress: pr.progress,
-		Log:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Log:      g.logger,
 		Recorder: events.NewRecorder(client.Scheme(), corev1.EventSource{Component: "nodeward-drain"}),
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 
 	"github.com/spf13/cobra"
@@ -32,19 +33,34 @@ func exitCode(err error) int {
 	return 1
 }
 
+// globals are the persistent flags every command takes and what they
+// build before the command runs.
+type globals struct {
+	log logFlags
+	// logger is built from the log flags before any command runs.
+	logger *slog.Logger
+}
+
 func newRootCommand() *cobra.Command {
+	g := &globals{log: newLogFlags()}
 	root := &cobra.Command{
 		Use:           "nodeward",
 		Short:         "Node health and coordinated rpm-ostree updates for Kubernetes nodes",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			g.logger, err = g.log.setup(cmd.ErrOrStderr())
+			return err
+		},
 	}
+	g.log.register(root.PersistentFlags())
 	root.AddCommand(
 		newVersionCommand(),
-		newAgentCommand(),
-		newCoordinatorCommand(),
+		newAgentCommand(g),
+		newCoordinatorCommand(g),
 		newCheckCommand(),
-		newDrainCommand(),
+		newDrainCommand(g),
 		newUncordonCommand(),
 		newStatusCommand(),
 	)

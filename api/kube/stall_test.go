@@ -2,11 +2,15 @@ package kube
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/util/retry"
 )
 
 // TestStallWarnerBacksOff: the first warning after Interval, then after
@@ -47,5 +51,17 @@ func TestStallWarnerBacksOff(t *testing.T) {
 	w.Reached(t0.Add(time.Second), false)
 	if buf.Len() != 0 {
 		t.Errorf("a short wait logged:\n%s", buf.String())
+	}
+}
+
+// TestRetryOnConflictKeepsTimeouts: a request that times out is an error,
+// which client-go's RetryOnConflict turns into nil.
+func TestRetryOnConflictKeepsTimeouts(t *testing.T) {
+	timeout := fmt.Errorf("get node: %w", context.DeadlineExceeded)
+	if err := RetryOnConflict(retry.DefaultBackoff, func() error { return timeout }); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("RetryOnConflict lost a timeout: %v", err)
+	}
+	if err := RetryOnConflict(retry.DefaultBackoff, func() error { return nil }); err != nil {
+		t.Errorf("success: %v", err)
 	}
 }

@@ -74,7 +74,7 @@ func newAgentCommand(g *globals) *cobra.Command {
 			return agent.Run(cmd.Context())
 		},
 	}
-	conn.register(cmd)
+	conn.register(cmd, false)
 	flags.register(cmd)
 	flags.registerAgent(cmd)
 	drainFlags.register(cmd)

@@ -70,6 +70,9 @@ func newCoordinatorCommand(g *globals) *cobra.Command {
 			if err := serveMetrics(metricsAddr, reg, health, log); err != nil {
 				return err
 			}
+			if !cmd.Flags().Changed("leader-election-namespace") && cmd.Flags().Changed("namespace") {
+				leaderNS = conn.overrides.Context.Namespace
+			}
 			ctx := cmd.Context()
 			if !leaderElect {
 				return coordinator.New(opts).Run(ctx)
@@ -89,10 +92,10 @@ func newCoordinatorCommand(g *globals) *cobra.Command {
 			return err
 		},
 	}
-	conn.register(cmd)
+	conn.register(cmd, true)
 	f := cmd.Flags()
 	f.BoolVar(&leaderElect, "leader-elect", true, "elect a leader on the Lease "+coordinator.LeaderLeaseName+" so replicas never grant concurrently")
-	f.StringVar(&leaderNS, "leader-election-namespace", "nodeward-system", "namespace of the leader Lease")
+	f.StringVar(&leaderNS, "leader-election-namespace", "nodeward-system", "namespace of the leader Lease (-n/--namespace sets it too when this flag is not given)")
 	f.DurationVar(&leaseDuration, "leader-lease-duration", 15*time.Second, "how long a leader's Lease is valid without renewal")
 	f.StringVar(&metricsAddr, "metrics-address", "127.0.0.1:9741", "address of /metrics and /readyz (empty disables)")
 	f.StringVar(&poolSelector, "pool-selector", "", "label selector of the UpdatePools this coordinator manages (default all)")

@@ -60,7 +60,7 @@ node is uncordoned again), 3 refused (pods with emptyDir data or without a contr
 	fl.IntVar(&f.concurrency, "concurrency", 32, "evictions in flight at once inside a batch")
 	fl.Int64Var(&f.gracePeriod, "grace-period", -1, "termination grace period in seconds for evicted pods (-1: each pod's own)")
 	fl.BoolVar(&f.quiet, "quiet", false, "print the plan and the summary only, not each pod")
-	f.kube.register(cmd)
+	f.kube.register(cmd, false)
 	return cmd
 }
 
@@ -256,7 +256,7 @@ func newUncordonCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "also lift a cordon nodeward did not make")
-	conn.register(cmd)
+	conn.register(cmd, false)
 	return cmd
 }
 

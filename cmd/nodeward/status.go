@@ -72,7 +72,7 @@ func newStatusCommand() *cobra.Command {
 			return nil
 		},
 	}
-	conn.register(cmd)
+	conn.register(cmd, false)
 	return cmd
 }
 

@@ -31,17 +31,20 @@ func newAgentCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the node agent: health conditions, taints and coordinated OS updates",
-		Args:  cobra.NoArgs,
+		Long: "Run the node agent until SIGTERM: health conditions and taints on this node, its liveness Lease,\n" +
+			"and the OS update lifecycle the coordinator grants (docs/agent.md)." +
+			exitCodesHelp("0 stopped by SIGTERM or SIGINT", "1 failed (the API server refused a start-up step, the metrics address is taken, …)"),
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := host.validate(); err != nil {
-				return err
+				return usageError(err)
 			}
 			cfg, err := flags.load(cmd)
 			if err != nil {
-				return err
+				return configError(err)
 			}
 			if nodeName == "" {
-				return errors.New("--node-name is empty and NODE_NAME is not set")
+				return usageError(errors.New("--node-name is empty and NODE_NAME is not set"))
 			}
 			restConfig, err := conn.restConfig()
 			if err != nil {

@@ -33,10 +33,13 @@ func newCoordinatorCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "coordinator",
 		Short: "Run the update coordinator: grant slots under maxUnavailable",
-		Args:  cobra.NoArgs,
+		Long: "Run the update coordinator until SIGTERM: grant update slots to the nodes of every UpdatePool\n" +
+			"under its maxUnavailable, leader-elected so that replicas never grant concurrently." +
+			exitCodesHelp("0 stopped by SIGTERM or SIGINT", "1 failed (the metrics address is taken, leadership was lost, …)"),
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if resync <= 0 {
-				return fmt.Errorf("--resync %s: must be positive", resync)
+				return usageError(fmt.Errorf("--resync %s: must be positive", resync))
 			}
 			cfg, err := conn.restConfig()
 			if err != nil {

@@ -44,8 +44,9 @@ func newDrainCommand(g *globals) *cobra.Command {
 		Short: "Cordon and drain a node, PDB-aware and ordered, naming whatever blocks it",
 		Long: `Wait for the node's pre-drain hooks, cordon it (recording that nodeward did) and
 evict its pods through the Eviction API in batches by order, printing the plan, each pod's
-progress and a summary. Exit codes: 0 drained, 1 failed, 2 blocked (--on-timeout=yield; the
-node is uncordoned again), 3 refused (pods with emptyDir data or without a controller).`,
+progress and a summary.` + exitCodesHelp("0 drained", "1 failed (an API request failed)",
+			"2 blocked: --on-timeout=yield gave up (the node is uncordoned again)",
+			"3 refused: pods with emptyDir data or without a controller, nothing changed"),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runDrain(cmd, g, f, args[0]) },
 	}
@@ -69,27 +70,27 @@ func (f drainFlags) options() (drain.Options, error) {
 	var o drain.Options
 	var err error
 	if o.OnTimeout, err = drain.ParseOnTimeout(f.onTimeout); err != nil {
-		return o, fmt.Errorf("--on-timeout: %w", err)
+		return o, usageError(fmt.Errorf("--on-timeout: %w", err))
 	}
 	if o.EmptyDir, err = drain.ParsePodPolicy(f.emptyDir); err != nil {
-		return o, fmt.Errorf("--emptydir: %w", err)
+		return o, usageError(fmt.Errorf("--emptydir: %w", err))
 	}
 	if o.Unmanaged, err = drain.ParsePodPolicy(f.unmanaged); err != nil {
-		return o, fmt.Errorf("--unmanaged: %w", err)
+		return o, usageError(fmt.Errorf("--unmanaged: %w", err))
 	}
 	if f.rulesFile != "" {
 		if o.Rules, err = drain.LoadRules(f.rulesFile); err != nil {
-			return o, fmt.Errorf("--rules: %w", err)
+			return o, configError(fmt.Errorf("--rules: %w", err))
 		}
 	}
 	if f.concurrency < 1 {
-		return o, fmt.Errorf("--concurrency %d: must be at least 1", f.concurrency)
+		return o, usageError(fmt.Errorf("--concurrency %d: must be at least 1", f.concurrency))
 	}
 	if f.timeout < 0 {
-		return o, fmt.Errorf("--timeout %s: must not be negative", f.timeout)
+		return o, usageError(fmt.Errorf("--timeout %s: must not be negative", f.timeout))
 	}
 	if f.gracePeriod < -1 {
-		return o, fmt.Errorf("--grace-period %d: must be -1 (each pod's own) or more", f.gracePeriod)
+		return o, usageError(fmt.Errorf("--grace-period %d: must be -1 (each pod's own) or more", f.gracePeriod))
 	}
 	if f.gracePeriod >= 0 {
 		o.GracePeriod = &f.gracePeriod
@@ -234,7 +235,10 @@ func newUncordonCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "uncordon NODE",
 		Short: "Lift nodeward's own cordon of a node (an administrator's cordon only with --force)",
-		Args:  cobra.ExactArgs(1),
+		Long: "Lift the cordon nodeward's drain made, and its record; a cordon nodeward did not make stays\n" +
+			"unless --force." + exitCodesHelp("1 failed (an API request failed)",
+			"2 the node was cordoned by someone else and stays cordoned (use --force)"),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			client, err := conn.client()
 			if err != nil {
@@ -280,8 +284,8 @@ func (f agentDrainFlags) options() (drain.Options, error) {
 		byPriority: f.byPriority, onTimeout: string(drain.Retry), concurrency: 32, gracePeriod: -1}
 	o, err := df.options()
 	if err != nil {
-		return o, fmt.Errorf("agent: %s", strings.NewReplacer("--rules", "--drain-rules", "--emptydir", "--drain-emptydir",
-			"--unmanaged", "--drain-unmanaged").Replace(err.Error()))
+		return o, &exitError{code: exitCode(err), err: fmt.Errorf("agent: %s", strings.NewReplacer("--rules", "--drain-rules",
+			"--emptydir", "--drain-emptydir", "--unmanaged", "--drain-unmanaged").Replace(err.Error()))}
 	}
 	return o, nil
 }

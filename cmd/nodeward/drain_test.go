@@ -36,7 +36,7 @@ func run(t *testing.T, args ...string) (string, int) {
 	err := cmd.ExecuteContext(t.Context())
 	if err != nil {
 		out.WriteString("error: " + err.Error() + "\n")
-		return out.String(), exitCode(err)
+		return out.String(), rootExitCode(cmd, err)
 	}
 	return out.String(), 0
 }
@@ -115,7 +115,7 @@ func TestDrainCommand(t *testing.T) {
 	}
 
 	out, code = run(t, "drain", node, kube, "--on-timeout=later")
-	if code != 1 || !strings.Contains(out, `--on-timeout: on-timeout "later"`) || cordoned() {
+	if code != exitUsage || !strings.Contains(out, `--on-timeout: on-timeout "later"`) || cordoned() {
 		t.Fatalf("bad flag: exit %d, output:\n%s", code, out)
 	}
 	rules := filepath.Join(t.TempDir(), "rules.yaml")

@@ -43,7 +43,7 @@ func (f *kubeFlags) loader() clientcmd.ClientConfig {
 func (f *kubeFlags) restConfig() (*rest.Config, error) {
 	cfg, err := f.loader().ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("load cluster credentials: %w", err)
+		return nil, configError(fmt.Errorf("load cluster credentials: %w", err))
 	}
 	cfg.UserAgent = "nodeward/" + version
 	return cfg, nil
@@ -54,7 +54,7 @@ func (f *kubeFlags) restConfig() (*rest.Config, error) {
 func (f *kubeFlags) namespace() (ns string, explicit bool, err error) {
 	ns, explicit, err = f.loader().Namespace()
 	if err != nil {
-		return "", false, fmt.Errorf("find the namespace: %w", err)
+		return "", false, configError(fmt.Errorf("find the namespace: %w", err))
 	}
 	return ns, explicit, nil
 }

@@ -23,7 +23,7 @@ func runFor(t *testing.T, d time.Duration, args ...string) (string, int) {
 	err := cmd.ExecuteContext(ctx)
 	if err != nil {
 		out.WriteString("error: " + err.Error() + "\n")
-		return out.String(), exitCode(err)
+		return out.String(), rootExitCode(cmd, err)
 	}
 	return out.String(), 0
 }

@@ -34,7 +34,7 @@ type StallWarner struct {
 
 	mu     sync.Mutex
 	err    error
-	since  time.Time // zero: not waiting
+	since  time.Time     // zero: not waiting
 	next   time.Duration // the next warning, counted from since
 	gap    time.Duration // the pause after the next warning
 	warned bool

@@ -162,7 +162,7 @@ func (p *Publisher) TaintsOutdated(ctx context.Context, node *corev1.Node, conds
 func (p *Publisher) WriteTaints(ctx context.Context, node *corev1.Node, conds []Condition) (*corev1.Node, error) {
 	desired := p.DesiredTaints(ctx, node, conds)
 	current := node
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := kube.RetryOnConflict(retry.DefaultRetry, func() error {
 		if current == nil {
 			fresh, err := p.client.Nodes().Get(ctx, p.node, metav1.GetOptions{})
 			if err != nil {

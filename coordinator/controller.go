@@ -55,6 +55,11 @@ type Options struct {
 	ExpectationTimeout time.Duration
 	// Health, when set, receives the state /readyz and /healthz report.
 	Health *Health
+	// SyncWarningInterval is how long the caches may stay unsynced (or
+	// the leader Lease unreachable) before a warning naming the API server
+	// and the error; warnings repeat with backoff up to 5 minutes apart.
+	// kube.DefaultStallInterval when zero.
+	SyncWarningInterval time.Duration
 
 	// betweenReads and planned are test hooks (export_test.go): one runs
 	// in each planning pass between the copy of the expectations and the
@@ -70,6 +75,7 @@ const statusInterval = time.Second
 // Controller grants update slots. Run it only while holding leadership.
 type Controller struct {
 	opts    Options
+	stall   *kube.StallWarner
 	queue   workqueue.TypedRateLimitingInterface[string]
 	nodes   cache.SharedIndexInformer
 	leases  cache.SharedIndexInformer
@@ -115,16 +121,18 @@ func New(opts Options) *Controller {
 	}
 	// Plain informers rather than client-go's informer factory, whose
 	// ForResource links the informers and listers of every API group.
-	nodes := cache.NewSharedIndexInformer(
-		cache.NewListWatchFromClient(opts.Client.CoreREST(), "nodes", metav1.NamespaceAll, fields.Everything()),
+	stall := &kube.StallWarner{Log: opts.Log, Server: opts.Client.Host(), What: "coordinator caches",
+		Interval: opts.SyncWarningInterval}
+	nodes := cache.NewSharedIndexInformer(stall.ListerWatcher(
+		cache.NewListWatchFromClient(opts.Client.CoreREST(), "nodes", metav1.NamespaceAll, fields.Everything())),
 		&corev1.Node{}, 0, cache.Indexers{})
-	leases := cache.NewSharedIndexInformer(
-		cache.NewListWatchFromClient(opts.Client.CoordinationREST(), "leases", v1alpha1.AgentLeaseNamespace, fields.Everything()),
+	leases := cache.NewSharedIndexInformer(stall.ListerWatcher(
+		cache.NewListWatchFromClient(opts.Client.CoordinationREST(), "leases", v1alpha1.AgentLeaseNamespace, fields.Everything())),
 		&coordinationv1.Lease{}, 0, cache.Indexers{})
 	// The pools' informer is a plain one on the dynamic client too: the
 	// dynamic informer factory imports the typed informers of every group.
 	poolAPI := opts.Dynamic.Resource(v1alpha1.UpdatePoolResource())
-	pools := cache.NewSharedIndexInformer(&cache.ListWatch{
+	pools := cache.NewSharedIndexInformer(stall.ListerWatcher(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = opts.PoolLabelSelector
 			return poolAPI.List(ctx, o)
@@ -133,9 +141,10 @@ func New(opts Options) *Controller {
 			o.LabelSelector = opts.PoolLabelSelector
 			return poolAPI.Watch(ctx, o)
 		},
-	}, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	}), &unstructured.Unstructured{}, 0, cache.Indexers{})
 	c := &Controller{
 		opts:          opts,
+		stall:         stall,
 		queue:         workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
 		nodes:         nodes,
 		leases:        leases,
@@ -205,12 +214,13 @@ func (c *Controller) Run(ctx context.Context) error {
 	go c.nodes.RunWithContext(ctx)
 	go c.leases.RunWithContext(ctx)
 	go c.pools.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), c.nodes.HasSynced, c.leases.HasSynced, c.pools.HasSynced) {
+	synced := []cache.InformerSynced{c.nodes.HasSynced, c.leases.HasSynced, c.pools.HasSynced}
+	if !c.stall.WaitForSync(ctx, synced, func() []any {
+		return []any{"nodes", len(c.nodes.GetStore().ListKeys()), "pools", len(c.pools.GetStore().ListKeys())}
+	}) {
 		return fmt.Errorf("sync caches: %w", ctx.Err())
 	}
 	health.cachesSynced()
-	c.opts.Log.Info("coordinator caches synced", "nodes", len(c.nodes.GetStore().ListKeys()),
-		"pools", len(c.pools.GetStore().ListKeys()))
 	go c.resyncLoop(ctx)
 	c.enqueuePools()
 	go func() { <-ctx.Done(); c.queue.ShutDown() }()

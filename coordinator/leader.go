@@ -26,6 +26,11 @@ type LeaderOptions struct {
 	// LeaseDuration, RenewDeadline and RetryPeriod as in client-go; zero
 	// values default to 15 s, 10 s and 2 s.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// SyncWarningInterval: how long the Lease may stay unreachable (API
+	// errors, not another holder) before a warning; it repeats with
+	// backoff. Options.SyncWarningInterval, then kube.DefaultStallInterval,
+	// when zero.
+	SyncWarningInterval time.Duration
 }
 
 // RunWithLeaderElection runs a fresh Controller each time this replica
@@ -34,6 +39,9 @@ type LeaderOptions struct {
 // wrote before it grants anything. It returns when leadership is lost (nil)
 // or ctx ends (ctx's error).
 func RunWithLeaderElection(ctx context.Context, opts Options, le LeaderOptions) error {
+	if le.SyncWarningInterval == 0 {
+		le.SyncWarningInterval = opts.SyncWarningInterval
+	}
 	return runLeading(ctx, opts.Client, le, opts.Log, opts.Health, func(ctx context.Context) {
 		if err := New(opts).Run(ctx); err != nil && opts.Log != nil {
 			opts.Log.Error("coordinator stopped", "err", err)
@@ -73,7 +81,9 @@ func runLeading(ctx context.Context, client *kube.Client, le LeaderOptions, log 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &elector{opts: le, leases: client.Leases(le.Namespace), health: health}
+	e := &elector{opts: le, leases: client.Leases(le.Namespace), health: health,
+		stall: &kube.StallWarner{Log: log, Server: client.Host(), What: "leader Lease " + le.Namespace + "/" + LeaderLeaseName,
+			Interval: le.SyncWarningInterval}}
 	health.electionStarted(le.LeaseDuration)
 	defer health.electionStopped()
 	if !e.acquire(ctx) {
@@ -113,6 +123,10 @@ type elector struct {
 	observed   *coordinationv1.Lease
 	observedAt time.Time
 	health     *Health
+	// stall warns while the Lease cannot be read; lastErr is the last
+	// read's error.
+	stall   *kube.StallWarner
+	lastErr error
 }
 
 // acquire tries every RetryPeriod until this replica holds the Lease or
@@ -121,7 +135,14 @@ func (e *elector) acquire(ctx context.Context) bool {
 	t := time.NewTicker(e.opts.RetryPeriod)
 	defer t.Stop()
 	for {
-		if e.tryAcquireOrRenew(ctx) {
+		acquired := e.tryAcquireOrRenew(ctx)
+		if e.lastErr != nil && !acquired {
+			e.stall.Observe(e.lastErr)
+			e.stall.Pending(time.Now())
+		} else {
+			e.stall.Reached(time.Now(), false)
+		}
+		if acquired {
 			return true
 		}
 		select {
@@ -183,6 +204,10 @@ func (e *elector) tryAcquireOrRenew(ctx context.Context) bool {
 		}
 	}
 	cur, err := e.leases.Get(ctx, LeaderLeaseName, metav1.GetOptions{})
+	e.lastErr = err
+	if apierrors.IsNotFound(err) {
+		e.lastErr = nil
+	}
 	if apierrors.IsNotFound(err) {
 		created, err := e.leases.Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: LeaderLeaseName, Namespace: e.opts.Namespace}, Spec: spec,

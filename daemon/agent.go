@@ -49,6 +49,10 @@ type Config struct {
 	// Registry receives every metric of the agent; a fresh one when nil.
 	Registry *prometheus.Registry
 	Log      *slog.Logger
+	// SyncWarningInterval is how long the watch of the Node may stay
+	// unsynced before a warning naming the API server and the error;
+	// warnings repeat with backoff. kube.DefaultStallInterval when zero.
+	SyncWarningInterval time.Duration
 	// Now is the clock of every part; time.Now when nil.
 	Now func() time.Time
 }
@@ -116,6 +120,9 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	// Every line of the agent names its node, once: callers pass a logger
+	// without the key.
+	cfg.Log = cfg.Log.With("node", cfg.NodeName)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -129,7 +136,8 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create Kubernetes client: %w", err)
 	}
-	a := &Agent{cfg: cfg, client: client, watch: NewNodeWatch(client, cfg.NodeName),
+	stall := &kube.StallWarner{Log: cfg.Log, Server: rc.Host, What: "node watch", Interval: cfg.SyncWarningInterval}
+	a := &Agent{cfg: cfg, client: client, watch: NewNodeWatch(client, cfg.NodeName, stall),
 		readiness: &Readiness{Notifier: cfg.Notifier, Log: cfg.Log}, liveness: NewLiveness(cfg.Now)}
 	a.readiness.Add("node watch", SyncedCheck(a.watch.Synced()))
 	if cfg.Health != nil {
@@ -184,7 +192,7 @@ func (a *Agent) buildUpdate(rc *rest.Config, uc UpdateConfig) error {
 	if uc.BootID == nil {
 		uc.BootID = update.KernelBootID
 	}
-	log := a.cfg.Log.With("node", a.cfg.NodeName)
+	log := a.cfg.Log
 	protocol, err := a.protocol(rc, uc.Protocol)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 
@@ -22,15 +23,20 @@ type NodeWatch struct {
 	client *kube.Client
 	name   string
 	synced chan struct{}
+	stall  *kube.StallWarner
 
 	mu   sync.Mutex
 	node *corev1.Node
 	subs []chan struct{}
 }
 
-// NewNodeWatch prepares a watch of node name; Run starts it.
-func NewNodeWatch(client *kube.Client, name string) *NodeWatch {
-	return &NodeWatch{client: client, name: name, synced: make(chan struct{})}
+// NewNodeWatch prepares a watch of node name; Run starts it. stall, when
+// not nil, warns while the watch has not synced.
+func NewNodeWatch(client *kube.Client, name string, stall *kube.StallWarner) *NodeWatch {
+	if stall == nil {
+		stall = &kube.StallWarner{Log: slog.New(slog.DiscardHandler)}
+	}
+	return &NodeWatch{client: client, name: name, synced: make(chan struct{}), stall: stall}
 }
 
 // Subscribe returns a channel signalled (coalesced) whenever the Node
@@ -53,7 +59,7 @@ func (w *NodeWatch) Run(ctx context.Context) {
 	lw := cache.NewListWatchFromClient(w.client.CoreREST(), "nodes", metav1.NamespaceAll,
 		fields.OneTermEqualSelector("metadata.name", w.name))
 	_, informer := cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: lw,
+		ListerWatcher: w.stall.ListerWatcher(lw),
 		ObjectType:    &corev1.Node{},
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { w.delivered(obj, false) },
@@ -62,7 +68,7 @@ func (w *NodeWatch) Run(ctx context.Context) {
 		},
 	})
 	go func() {
-		if cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		if w.stall.WaitForSync(ctx, []cache.InformerSynced{informer.HasSynced}, nil) {
 			close(w.synced)
 			w.notify() // parts waiting on the sync look again
 		}

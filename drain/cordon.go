@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/api/v1alpha1"
 )
 
@@ -27,7 +28,7 @@ func HasCordonRecord(node *corev1.Node) bool {
 // (a cordon before a crash) it returns true. The update carries the
 // resourceVersion, so a concurrent admin cordon conflicts and is seen.
 func (d *Drainer) Cordon(ctx context.Context) (byNodeward bool, err error) {
-	err = retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+	err = kube.RetryOnConflict(retry.DefaultBackoff, func() error {
 		node, err := d.client.Nodes().Get(ctx, d.node, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -71,7 +72,7 @@ const (
 // without nodeward's record is someone else's and stays, unless force.
 func (d *Drainer) Uncordon(ctx context.Context, force bool) (UncordonResult, error) {
 	var result UncordonResult
-	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+	err := kube.RetryOnConflict(retry.DefaultBackoff, func() error {
 		node, err := d.client.Nodes().Get(ctx, d.node, metav1.GetOptions{})
 		if err != nil {
 			return err

@@ -116,7 +116,8 @@ func (d *Drainer) Run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	res, err := d.Drain(ctx)
-	if errors.Is(err, ErrBlocked) && byUs {
+	// Under Fail the node stays cordoned, as kubectl leaves it.
+	if errors.Is(err, ErrBlocked) && byUs && d.opts.OnTimeout != Fail {
 		if _, uerr := d.Uncordon(context.WithoutCancel(ctx), false); uerr != nil {
 			return res, errors.Join(err, uerr)
 		}

@@ -91,7 +91,7 @@ func (r *run) onTimeout(ctx context.Context, pp PlannedPod, pod *corev1.Pod, evi
 	d.progress(Progress{Kind: ProgressTimedOut, Pod: pp.Pod, Message: fmt.Sprintf(
 		"still on the node after the %s timeout; policy %s", d.opts.Timeout, d.opts.OnTimeout)})
 	switch d.opts.OnTimeout {
-	case Yield:
+	case Yield, Fail:
 		return ErrBlocked
 	case Force:
 		uid := pod.UID
@@ -131,9 +131,19 @@ func (r *run) evict(ctx context.Context, pod *corev1.Pod, backoff *time.Duration
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
-	err := d.client.Evict(ctx, eviction)
+	var err error
+	if d.opts.DisableEviction {
+		err = d.client.Pods(pod.Namespace).Delete(ctx, pod.Name, *eviction.DeleteOptions)
+	} else {
+		err = d.client.Evict(ctx, eviction)
+	}
 	<-d.evictSlots
 	switch {
+	case err == nil && d.opts.DisableEviction:
+		r.count(func(res *Result) { res.Forced++ })
+		d.metrics.eviction("forced")
+		d.progress(Progress{Kind: ProgressForced, Pod: ref, Message: "deleted without eviction (eviction disabled)"})
+		return 0, nil
 	case err == nil:
 		r.count(func(res *Result) { res.Evicted++ })
 		d.metrics.eviction("evicted")

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // OnTimeout is what a drain does when its overall timeout passes while pods
@@ -20,15 +22,18 @@ const (
 	// Force deletes the blocking pods without the Eviction API. It breaks
 	// PodDisruptionBudgets and is an explicit opt-in only.
 	Force OnTimeout = "force"
+	// Fail gives up and returns ErrBlocked but leaves the node cordoned,
+	// as kubectl drain does when its timeout passes.
+	Fail OnTimeout = "fail"
 )
 
-// ParseOnTimeout accepts retry, yield and force.
+// ParseOnTimeout accepts fail, retry, yield and force.
 func ParseOnTimeout(s string) (OnTimeout, error) {
 	switch p := OnTimeout(s); p {
-	case Retry, Yield, Force:
+	case Retry, Yield, Force, Fail:
 		return p, nil
 	}
-	return "", fmt.Errorf("on-timeout %q: must be retry, yield or force", s)
+	return "", fmt.Errorf("on-timeout %q: must be fail, retry, yield or force", s)
 }
 
 // PodPolicy says what to do with a pod class whose eviction loses something:
@@ -81,6 +86,12 @@ type Options struct {
 	RetryBackoff, MaxRetryBackoff time.Duration
 	// DryRun plans and reports but evicts, deletes and cordons nothing.
 	DryRun bool
+	// PodSelector, when not nil, limits the drain to the pods it selects;
+	// the others stay on the node (kubectl drain --pod-selector).
+	PodSelector labels.Selector
+	// DisableEviction deletes pods instead of evicting them: PDBs are not
+	// asked (kubectl drain --disable-eviction). An explicit opt-in only.
+	DisableEviction bool
 }
 
 func (o Options) withDefaults() Options {

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -163,6 +164,10 @@ func plan(node string, pods []*corev1.Pod, opts Options, now time.Time) (*Plan, 
 	batches := map[key]*Batch{}
 	for _, pod := range pods {
 		ref := refOf(pod)
+		if opts.PodSelector != nil && !opts.PodSelector.Matches(labels.Set(pod.Labels)) {
+			p.Skipped = append(p.Skipped, SkippedPod{Pod: ref, Reason: "not selected by the pod selector " + opts.PodSelector.String()})
+			continue
+		}
 		if reason := alwaysSkipped(pod); reason != "" {
 			p.Skipped = append(p.Skipped, SkippedPod{Pod: ref, Reason: reason})
 			continue
@@ -239,12 +244,12 @@ func alwaysSkipped(pod *corev1.Pod) string {
 func refused(pod *corev1.Pod, opts Options) string {
 	var reasons []string
 	if opts.Unmanaged == Refuse && metav1.GetControllerOf(pod) == nil {
-		reasons = append(reasons, "no controller would recreate it (--unmanaged=evict to evict it)")
+		reasons = append(reasons, "no controller would recreate it (nodeward drain --force, agent --drain-unmanaged=evict to evict it)")
 	}
 	if opts.EmptyDir == Refuse {
 		for _, v := range pod.Spec.Volumes {
 			if v.EmptyDir != nil {
-				reasons = append(reasons, "emptyDir volume "+v.Name+" would be lost (--emptydir=evict to evict it)")
+				reasons = append(reasons, "emptyDir volume "+v.Name+" would be lost (nodeward drain --delete-emptydir-data, agent --drain-emptydir=evict to evict it)")
 				break
 			}
 		}

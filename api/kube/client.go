@@ -49,6 +49,7 @@ type Client struct {
 	core         rest.Interface
 	coordination rest.Interface
 	policy       rest.Interface
+	host         string
 }
 
 // NewScheme returns a scheme of the group versions this package serves.
@@ -87,7 +88,7 @@ func NewForConfig(cfg *rest.Config) (*Client, error) {
 		return nil, fmt.Errorf("kube client: %w", err)
 	}
 	codecs := serializer.NewCodecFactory(s)
-	c := &Client{scheme: s, params: runtime.NewParameterCodec(s)}
+	c := &Client{scheme: s, params: runtime.NewParameterCodec(s), host: config.Host}
 	for _, g := range []struct {
 		dst     *rest.Interface
 		apiPath string
@@ -113,6 +114,9 @@ func NewForConfig(cfg *rest.Config) (*Client, error) {
 // Scheme is the scheme of the served group versions, for event recorders
 // and object references.
 func (c *Client) Scheme() *runtime.Scheme { return c.scheme }
+
+// Host is the API server's address as configured, for log lines.
+func (c *Client) Host() string { return c.host }
 
 // CoreREST and CoordinationREST are the raw REST clients, for list+watch
 // of informers (cache.NewListWatchFromClient).

@@ -9,13 +9,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/conditions"
 	"github.com/nodeward/nodeward/daemon"
 	"github.com/nodeward/nodeward/daemon/update"
 	"github.com/nodeward/nodeward/systemd"
 )
 
-func newAgentCommand() *cobra.Command {
+func newAgentCommand(g *globals) *cobra.Command {
 	var (
 		conn       kubeFlags
 		flags      healthFlags
@@ -25,27 +26,33 @@ func newAgentCommand() *cobra.Command {
 		updates    bool
 		protocol   = protocolFlag("nodeward")
 		stateDir   string
+		syncWarn   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the node agent: health conditions, taints and coordinated OS updates",
-		Args:  cobra.NoArgs,
+		Long: "Run the node agent until SIGTERM: health conditions and taints on this node, its liveness Lease,\n" +
+			"and the OS update lifecycle the coordinator grants (docs/agent.md)." +
+			exitCodesHelp("0 stopped by SIGTERM or SIGINT", "1 failed (the API server refused a start-up step, the metrics address is taken, …)"),
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := host.validate(); err != nil {
-				return err
+				return usageError(err)
 			}
 			cfg, err := flags.load(cmd)
 			if err != nil {
-				return err
+				return configError(err)
 			}
 			if nodeName == "" {
-				return errors.New("--node-name is empty and NODE_NAME is not set")
+				return usageError(errors.New("--node-name is empty and NODE_NAME is not set"))
 			}
 			restConfig, err := conn.restConfig()
 			if err != nil {
 				return err
 			}
-			log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("node", nodeName)
+			// The agent adds the node to its own lines; the OS edge's
+			// lines get it here.
+			log := g.logger.With("node", nodeName)
 			watchdog, err := systemd.WatchdogInterval()
 			if err != nil {
 				return err
@@ -54,7 +61,8 @@ func newAgentCommand() *cobra.Command {
 				RestConfig: restConfig, NodeName: nodeName,
 				Health:         &daemon.HealthConfig{Conditions: cfg.Config, LeaseRenewInterval: cfg.LeaseRenewInterval.Duration},
 				MetricsAddress: cfg.MetricsAddress, TextfileDirectory: cfg.TextfileDirectory,
-				Notifier: &systemd.Notifier{}, WatchdogInterval: watchdog, Log: log,
+				Notifier: &systemd.Notifier{}, WatchdogInterval: watchdog, Log: g.logger,
+				SyncWarningInterval: syncWarn,
 			}
 			if updates {
 				if agentCfg.Update, err = updateConfig(host, cfg.HostRoot, drainFlags, string(protocol), stateDir, log); err != nil {
@@ -69,7 +77,7 @@ func newAgentCommand() *cobra.Command {
 			return agent.Run(cmd.Context())
 		},
 	}
-	conn.register(cmd)
+	conn.register(cmd, false)
 	flags.register(cmd)
 	flags.registerAgent(cmd)
 	drainFlags.register(cmd)
@@ -78,7 +86,16 @@ func newAgentCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&updates, "updates", true, "run the OS update lifecycle (needs rpm-ostree); false runs node health only")
 	cmd.Flags().Var(&protocol, "protocol", "coordinator protocol: nodeward or mco (OpenShift's machine-config operator)")
 	cmd.Flags().StringVar(&stateDir, "state-dir", "/var/lib/nodeward", "update state directory; must survive reboots")
+	registerSyncWarning(cmd, &syncWarn)
 	return cmd
+}
+
+// registerSyncWarning adds the hidden --sync-warning-interval (tests make
+// the warning about an unsynced watch come sooner).
+func registerSyncWarning(cmd *cobra.Command, d *time.Duration) {
+	cmd.Flags().DurationVar(d, "sync-warning-interval", kube.DefaultStallInterval,
+		"warn when the watch of the API server has not synced after this long; repeated with backoff")
+	_ = cmd.Flags().MarkHidden("sync-warning-interval")
 }
 
 // updateConfig wires the update half: rpm-ostree through osupdate, reboots

@@ -20,12 +20,12 @@ func newCheckCommand() *cobra.Command {
 		Use:   "check",
 		Short: "Report the health of this host once; no cluster needed",
 		Long: "Samples every probe once and prints the conditions and the taints that would follow.\n" +
-			"Exit code: 0 healthy, 1 a condition is True, 2 a probe could not run.",
+			"No cluster is needed." + exitCodesHelp("1 unhealthy: a condition is True", "2 a probe could not run"),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := flags.load(cmd)
 			if err != nil {
-				return &exitError{code: 2, err: err}
+				return configError(err)
 			}
 			probes := conditions.Probes(cfg.Config, nil)
 			defer conditions.Close(probes)

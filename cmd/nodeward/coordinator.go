@@ -19,7 +19,7 @@ import (
 	"github.com/nodeward/nodeward/coordinator"
 )
 
-func newCoordinatorCommand() *cobra.Command {
+func newCoordinatorCommand(g *globals) *cobra.Command {
 	var (
 		conn          kubeFlags
 		leaderElect   bool
@@ -28,14 +28,18 @@ func newCoordinatorCommand() *cobra.Command {
 		poolSelector  string
 		resync        time.Duration
 		leaseDuration time.Duration
+		syncWarn      time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "coordinator",
 		Short: "Run the update coordinator: grant slots under maxUnavailable",
-		Args:  cobra.NoArgs,
+		Long: "Run the update coordinator until SIGTERM: grant update slots to the nodes of every UpdatePool\n" +
+			"under its maxUnavailable, leader-elected so that replicas never grant concurrently." +
+			exitCodesHelp("0 stopped by SIGTERM or SIGINT", "1 failed (the metrics address is taken, leadership was lost, …)"),
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if resync <= 0 {
-				return fmt.Errorf("--resync %s: must be positive", resync)
+				return usageError(fmt.Errorf("--resync %s: must be positive", resync))
 			}
 			cfg, err := conn.restConfig()
 			if err != nil {
@@ -61,12 +65,16 @@ func newCoordinatorCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("create dynamic client: %w", err)
 			}
-			log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+			log := g.logger
 			health := coordinator.NewHealth(nil)
 			opts := coordinator.Options{Client: client, Dynamic: dyn, Log: log, Resync: resync,
-				Metrics: metrics, PoolLabelSelector: poolSelector, Health: health}
+				Metrics: metrics, PoolLabelSelector: poolSelector, Health: health,
+				SyncWarningInterval: syncWarn}
 			if err := serveMetrics(metricsAddr, reg, health, log); err != nil {
 				return err
+			}
+			if !cmd.Flags().Changed("leader-election-namespace") && cmd.Flags().Changed("namespace") {
+				leaderNS = conn.overrides.Context.Namespace
 			}
 			ctx := cmd.Context()
 			if !leaderElect {
@@ -87,13 +95,14 @@ func newCoordinatorCommand() *cobra.Command {
 			return err
 		},
 	}
-	conn.register(cmd)
+	conn.register(cmd, true)
 	f := cmd.Flags()
 	f.BoolVar(&leaderElect, "leader-elect", true, "elect a leader on the Lease "+coordinator.LeaderLeaseName+" so replicas never grant concurrently")
-	f.StringVar(&leaderNS, "leader-election-namespace", "nodeward-system", "namespace of the leader Lease")
+	f.StringVar(&leaderNS, "leader-election-namespace", "nodeward-system", "namespace of the leader Lease (-n/--namespace sets it too when this flag is not given)")
 	f.DurationVar(&leaseDuration, "leader-lease-duration", 15*time.Second, "how long a leader's Lease is valid without renewal")
 	f.StringVar(&metricsAddr, "metrics-address", "127.0.0.1:9741", "address of /metrics and /readyz (empty disables)")
 	f.StringVar(&poolSelector, "pool-selector", "", "label selector of the UpdatePools this coordinator manages (default all)")
+	registerSyncWarning(cmd, &syncWarn)
 	f.DurationVar(&resync, "resync", 5*time.Second, "re-plan every pool this often (agent Lease expiry, maintenance windows)")
 	return cmd
 }

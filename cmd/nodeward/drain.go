@@ -1,105 +1,49 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
+	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/drain"
 )
 
-// Exit codes of `nodeward drain`, part of its contract for scripts.
-const (
-	exitDrainFailed  = 1
-	exitDrainBlocked = 2
-	exitDrainRefused = 3
-)
-
-type drainFlags struct {
-	kube        kubeFlags
-	timeout     time.Duration
-	dryRun      bool
-	rulesFile   string
-	onTimeout   string
-	emptyDir    string
-	unmanaged   string
-	byPriority  bool
-	concurrency int
-	gracePeriod int64
-	quiet       bool
-}
-
-func newDrainCommand() *cobra.Command {
+func newDrainCommand(g *globals) *cobra.Command {
 	var f drainFlags
 	cmd := &cobra.Command{
-		Use:   "drain NODE",
-		Short: "Cordon and drain a node, PDB-aware and ordered, naming whatever blocks it",
-		Long: `Wait for the node's pre-drain hooks, cordon it (recording that nodeward did) and
-evict its pods through the Eviction API in batches by order, printing the plan, each pod's
-progress and a summary. Exit codes: 0 drained, 1 failed, 2 blocked (--on-timeout=yield; the
-node is uncordoned again), 3 refused (pods with emptyDir data or without a controller).`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return runDrain(cmd, f, args[0]) },
+		Use:   "drain [NODE...]",
+		Short: "Cordon and drain nodes, PDB-aware and ordered, naming whatever blocks them",
+		Long: `Wait for each node's pre-drain hooks, cordon it (recording that nodeward did) and evict its
+pods through the Eviction API in batches by order, printing the plan, each pod's progress and
+a summary. kubectl drain's flags work under their names; DaemonSet and mirror pods are always
+left. Nodes named or selected by -l are drained one after the other; the first that does not
+drain ends the command.` + exitCodesHelp("1 failed (an API request failed)",
+			"2 blocked: --timeout passed with pods still blocking, named in the output (the node stays\n"+
+				"    cordoned; with --on-timeout=yield it is uncordoned again)",
+			"3 refused: pods with emptyDir data or without a controller (--delete-emptydir-data, --force);\n"+
+				"    nothing was cordoned or evicted"),
+		Args: func(_ *cobra.Command, args []string) error { return f.nodeArgs(args) },
+		RunE: func(cmd *cobra.Command, args []string) error { return runDrain(cmd, g, f, args) },
 	}
-	fl := cmd.Flags()
-	fl.DurationVar(&f.timeout, "timeout", 0, "overall drain timeout; what happens then is --on-timeout (0: none)")
-	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan and change nothing")
-	fl.StringVar(&f.rulesFile, "rules", "", "drain rules file (kind: DrainRules) ordering, skipping or waiting for pods")
-	fl.StringVar(&f.onTimeout, "on-timeout", "retry", "after --timeout: retry (keep going and report), yield (give up, uncordon, exit 2) or force (delete blocking pods, breaking PDBs)")
-	fl.StringVar(&f.emptyDir, "emptydir", "refuse", "pods with emptyDir volumes: refuse or evict (their data is lost)")
-	fl.StringVar(&f.unmanaged, "unmanaged", "refuse", "pods without a controller: refuse or evict (nothing recreates them)")
-	fl.BoolVar(&f.byPriority, "by-priority", false, "inside an order, drain pods of higher PriorityClass first")
-	fl.IntVar(&f.concurrency, "concurrency", 32, "evictions in flight at once inside a batch")
-	fl.Int64Var(&f.gracePeriod, "grace-period", -1, "termination grace period in seconds for evicted pods (-1: each pod's own)")
-	fl.BoolVar(&f.quiet, "quiet", false, "print the plan and the summary only, not each pod")
-	f.kube.register(cmd)
+	f.register(cmd)
 	return cmd
 }
 
-// options turns the flags into drain.Options, naming the bad flag.
-func (f drainFlags) options() (drain.Options, error) {
-	var o drain.Options
-	var err error
-	if o.OnTimeout, err = drain.ParseOnTimeout(f.onTimeout); err != nil {
-		return o, fmt.Errorf("--on-timeout: %w", err)
-	}
-	if o.EmptyDir, err = drain.ParsePodPolicy(f.emptyDir); err != nil {
-		return o, fmt.Errorf("--emptydir: %w", err)
-	}
-	if o.Unmanaged, err = drain.ParsePodPolicy(f.unmanaged); err != nil {
-		return o, fmt.Errorf("--unmanaged: %w", err)
-	}
-	if f.rulesFile != "" {
-		if o.Rules, err = drain.LoadRules(f.rulesFile); err != nil {
-			return o, fmt.Errorf("--rules: %w", err)
-		}
-	}
-	if f.concurrency < 1 {
-		return o, fmt.Errorf("--concurrency %d: must be at least 1", f.concurrency)
-	}
-	if f.timeout < 0 {
-		return o, fmt.Errorf("--timeout %s: must not be negative", f.timeout)
-	}
-	if f.gracePeriod < -1 {
-		return o, fmt.Errorf("--grace-period %d: must be -1 (each pod's own) or more", f.gracePeriod)
-	}
-	if f.gracePeriod >= 0 {
-		o.GracePeriod = &f.gracePeriod
-	}
-	o.Timeout, o.DryRun, o.ByPriority, o.Concurrency = f.timeout, f.dryRun, f.byPriority, f.concurrency
-	return o, nil
-}
-
-func runDrain(cmd *cobra.Command, f drainFlags, node string) error {
+func runDrain(cmd *cobra.Command, g *globals, f drainFlags, nodes []string) error {
 	opts, err := f.options()
 	if err != nil {
 		return err
@@ -115,26 +59,70 @@ func runDrain(cmd *cobra.Command, f drainFlags, node string) error {
 	if err != nil {
 		return fmt.Errorf("create Kubernetes client: %w", err)
 	}
-	out := cmd.OutOrStdout()
+	if f.selector != "" {
+		if nodes, err = selectNodes(cmd.Context(), client, f.selector); err != nil {
+			return err
+		}
+	}
 	events := record.NewBroadcaster(record.WithContext(cmd.Context()))
 	events.StartRecordingToSink(client.EventSink(cmd.Context()))
 	defer events.Shutdown()
-	pr := &drainPrinter{out: out, quiet: f.quiet}
-	d, err := drain.New(drain.Config{
-		Client: client, Node: node, Options: opts, Progress: pr.progress,
-		Log:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Recorder: events.NewRecorder(client.Scheme(), corev1.EventSource{Component: "nodeward-drain"}),
-	})
+	recorder := events.NewRecorder(client.Scheme(), corev1.EventSource{Component: "nodeward-drain"})
+	for i, node := range nodes {
+		err := drainNode(cmd, client, drain.Config{Client: client, Node: node, Options: opts, Log: g.logger,
+			Recorder: recorder}, f)
+		if err != nil {
+			if rest := nodes[i+1:]; len(rest) > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "Not drained: %s\n", strings.Join(rest, ", "))
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// selectNodes lists the names of the nodes selector selects (-l).
+func selectNodes(ctx context.Context, client *kube.Client, selector string) ([]string, error) {
+	sel, err := labels.Parse(selector)
 	if err != nil {
-		return err
+		return nil, usageError(fmt.Errorf("--selector %q: %w", selector, err))
+	}
+	list, err := client.Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes selected by %q: %w", selector, err)
+	}
+	if len(list.Items) == 0 {
+		return nil, fmt.Errorf("no node matches --selector %q", selector)
+	}
+	names := make([]string, len(list.Items))
+	for i, n := range list.Items {
+		names[i] = n.Name
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// drainNode drains one node, printing its plan, progress and summary.
+func drainNode(cmd *cobra.Command, client *kube.Client, dc drain.Config, f drainFlags) error {
+	out := cmd.OutOrStdout()
+	pr := &drainPrinter{out: out, quiet: f.quiet}
+	dc.Progress = pr.progress
+	d, err := drain.New(dc)
+	if err != nil {
+		return usageError(err)
 	}
 	plan, err := d.Plan(cmd.Context())
 	if err != nil {
 		return err
 	}
 	printPlan(out, plan)
+	if f.dryRun.value == "server" && plan.Err() == nil {
+		if err := serverDryRun(cmd.Context(), out, client, plan, dc.Options); err != nil {
+			return err
+		}
+	}
 	res, err := d.Run(cmd.Context())
-	printSummary(out, node, res, err)
+	printSummary(out, dc.Node, res, err, dc.Options)
 	switch {
 	case err == nil:
 		return nil
@@ -144,6 +132,37 @@ func runDrain(cmd *cobra.Command, f drainFlags, node string) error {
 		return &exitError{code: exitDrainRefused, err: err}
 	}
 	return &exitError{code: exitDrainFailed, err: err}
+}
+
+// serverDryRun asks the API server, without changing anything, whether
+// each planned pod's eviction (or deletion) would be allowed now.
+func serverDryRun(ctx context.Context, out io.Writer, client *kube.Client, p *drain.Plan, o drain.Options) error {
+	dry := metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}, GracePeriodSeconds: o.GracePeriod}
+	for _, b := range p.Batches {
+		for _, pp := range b.Pods {
+			if pp.Behavior != drain.BehaviorEvict || pp.Terminating {
+				continue
+			}
+			var err error
+			if o.DisableEviction {
+				err = client.Pods(pp.Pod.Namespace).Delete(ctx, pp.Pod.Name, dry)
+			} else {
+				err = client.Evict(ctx, &policyv1.Eviction{
+					ObjectMeta:    metav1.ObjectMeta{Name: pp.Pod.Name, Namespace: pp.Pod.Namespace},
+					DeleteOptions: &dry,
+				})
+			}
+			switch {
+			case err == nil:
+				fmt.Fprintf(out, "  server dry run: %s would be evicted\n", pp.Pod)
+			case apierrors.IsTooManyRequests(err), apierrors.IsNotFound(err):
+				fmt.Fprintf(out, "  server dry run: %s NOT now: %v\n", pp.Pod, err)
+			default:
+				return fmt.Errorf("server dry run of pod %s: %w", pp.Pod, err)
+			}
+		}
+	}
+	return nil
 }
 
 // drainPrinter prints progress lines; the drain calls it from its workers.
@@ -209,11 +228,14 @@ func printPlan(out io.Writer, p *drain.Plan) {
 	}
 }
 
-func printSummary(out io.Writer, node string, res *drain.Result, err error) {
+func printSummary(out io.Writer, node string, res *drain.Result, err error, o drain.Options) {
 	if res == nil {
 		res = &drain.Result{}
 	}
 	status := "drained"
+	if o.DryRun {
+		status = "would be drained (dry run, nothing changed)"
+	}
 	switch {
 	case errors.Is(err, drain.ErrBlocked):
 		status = "BLOCKED"
@@ -227,6 +249,9 @@ func printSummary(out io.Writer, node string, res *drain.Result, err error) {
 	for _, b := range res.Blockers {
 		fmt.Fprintf(out, "  blocking: %s\n", b)
 	}
+	if errors.Is(err, drain.ErrBlocked) && o.OnTimeout == drain.Fail {
+		fmt.Fprintf(out, "Node %s stays cordoned; `nodeward uncordon %s` lifts the cordon\n", node, node)
+	}
 }
 
 func newUncordonCommand() *cobra.Command {
@@ -235,7 +260,10 @@ func newUncordonCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "uncordon NODE",
 		Short: "Lift nodeward's own cordon of a node (an administrator's cordon only with --force)",
-		Args:  cobra.ExactArgs(1),
+		Long: "Lift the cordon nodeward's drain made, and its record; a cordon nodeward did not make stays\n" +
+			"unless --force." + exitCodesHelp("1 failed (an API request failed)",
+			"2 the node was cordoned by someone else and stays cordoned (use --force)"),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			client, err := conn.client()
 			if err != nil {
@@ -257,7 +285,7 @@ func newUncordonCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "also lift a cordon nodeward did not make")
-	conn.register(cmd)
+	conn.register(cmd, false)
 	return cmd
 }
 
@@ -281,8 +309,8 @@ func (f agentDrainFlags) options() (drain.Options, error) {
 		byPriority: f.byPriority, onTimeout: string(drain.Retry), concurrency: 32, gracePeriod: -1}
 	o, err := df.options()
 	if err != nil {
-		return o, fmt.Errorf("agent: %s", strings.NewReplacer("--rules", "--drain-rules", "--emptydir", "--drain-emptydir",
-			"--unmanaged", "--drain-unmanaged").Replace(err.Error()))
+		return o, &exitError{code: exitCode(err), err: fmt.Errorf("agent: %s", strings.NewReplacer("--rules", "--drain-rules",
+			"--emptydir", "--drain-emptydir", "--unmanaged", "--drain-unmanaged").Replace(err.Error()))}
 	}
 	return o, nil
 }

@@ -11,31 +11,52 @@ import (
 )
 
 // kubeFlags are the connection flags of every subcommand that talks to a
-// cluster.
+// cluster: --kubeconfig and clientcmd's override flags, kubectl's names
+// (--server, --token, --as, --context, --request-timeout, …).
 type kubeFlags struct {
 	kubeconfig string
-	context    string
+	overrides  clientcmd.ConfigOverrides
 }
 
-func (f *kubeFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "",
+// register adds the flags; withNamespace adds -n/--namespace too, for the
+// commands where a namespace means something.
+func (f *kubeFlags) register(cmd *cobra.Command, withNamespace bool) {
+	cmd.Flags().StringVar(&f.kubeconfig, clientcmd.RecommendedConfigPathFlag, "",
 		"path to a kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then the in-cluster service account)")
-	cmd.Flags().StringVar(&f.context, "context", "", "kubeconfig context to use")
+	names := clientcmd.RecommendedConfigOverrideFlags("")
+	names.ClusterOverrideFlags.APIServer.ShortName = "s" // kubectl's -s
+	if !withNamespace {
+		names.ContextOverrideFlags.Namespace.LongName = ""
+	}
+	clientcmd.BindOverrideFlags(&f.overrides, cmd.Flags(), names)
 }
 
-// restConfig finds credentials as kubectl does: --kubeconfig, then the
+// loader finds credentials as kubectl does: --kubeconfig, then the
 // KUBECONFIG variable, then ~/.kube/config, and, when none of them names a
-// cluster, the in-cluster service account.
-func (f *kubeFlags) restConfig() (*rest.Config, error) {
+// cluster, the in-cluster service account; the override flags win.
+func (f *kubeFlags) loader() clientcmd.ClientConfig {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = f.kubeconfig
-	overrides := &clientcmd.ConfigOverrides{CurrentContext: f.context}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &f.overrides)
+}
+
+func (f *kubeFlags) restConfig() (*rest.Config, error) {
+	cfg, err := f.loader().ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("load cluster credentials: %w", err)
+		return nil, configError(fmt.Errorf("load cluster credentials: %w", err))
 	}
 	cfg.UserAgent = "nodeward/" + version
 	return cfg, nil
+}
+
+// namespace is -n when given, else the kubeconfig context's or the pod's
+// namespace; explicit says whether anything named one.
+func (f *kubeFlags) namespace() (ns string, explicit bool, err error) {
+	ns, explicit, err = f.loader().Namespace()
+	if err != nil {
+		return "", false, configError(fmt.Errorf("find the namespace: %w", err))
+	}
+	return ns, explicit, nil
 }
 
 func (f *kubeFlags) client() (*kube.Client, error) {

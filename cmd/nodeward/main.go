@@ -12,10 +12,11 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCommand().ExecuteContext(ctx)
+	root := newRootCommand()
+	err := root.ExecuteContext(ctx)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nodeward:", err)
-		os.Exit(exitCode(err))
+		os.Exit(rootExitCode(root, err))
 	}
 }

@@ -24,7 +24,9 @@ func newStatusCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [POOL]",
 		Short: "Show update pools and the progress of their nodes",
-		Args:  cobra.MaximumNArgs(1),
+		Long: "Show the UpdatePools (or POOL) as `oc get mcp` does, then each pool's nodes: update step, grant,\n" +
+			"schedulability, how long unavailable and why." + exitCodesHelp("1 failed (the API server refused a request, POOL does not exist)"),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := conn.restConfig()
 			if err != nil {
@@ -72,7 +74,7 @@ func newStatusCommand() *cobra.Command {
 			return nil
 		},
 	}
-	conn.register(cmd)
+	conn.register(cmd, false)
 	return cmd
 }
 

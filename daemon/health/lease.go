@@ -64,7 +64,7 @@ func (l *LeaseRenewer) Run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			l.cfg.Log.Warn("renewing the liveness Lease failed", "node", l.cfg.Node, "err", err)
+			l.cfg.Log.Warn("renewing the liveness Lease failed", "err", err)
 			next = max(l.cfg.Interval/4, 100*time.Millisecond)
 		}
 		timer.Reset(next)

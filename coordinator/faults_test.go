@@ -330,6 +330,5 @@ func TestStalePoolCacheNeverGrantsPastALoweredLimit(t *testing.T) {
 	}
 	noGrantBut(ctx, t, cp, nodes, g.node, "after the limit was lowered under a pass reading a stale pool")
 	agents.mustReport(ctx, t, g, v1alpha1.StepDone)
-	g2 := agents.next(t, 30*time.Second)
-	noGrantBut(ctx, t, cp, nodes, g2.node, "once the first node was done")
+	agents.next(t, 30*time.Second) // the pool goes on, one at a time (the watcher checks)
 }

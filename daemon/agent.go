@@ -48,7 +48,9 @@ type Config struct {
 	WatchdogInterval time.Duration
 	// Registry receives every metric of the agent; a fresh one when nil.
 	Registry *prometheus.Registry
-	Log      *slog.Logger
+	// Build labels nodeward_build_info.
+	Build kube.BuildInfo
+	Log   *slog.Logger
 	// Now is the clock of every part; time.Now when nil.
 	Now func() time.Time
 }
@@ -118,6 +120,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if err := kube.RegisterRuntimeMetrics(cfg.Registry, cfg.Build); err != nil {
+		return nil, err
 	}
 	count, err := kube.RequestCounter(cfg.Registry, "agent")
 	if err != nil {

@@ -43,6 +43,9 @@ func newCoordinatorCommand() *cobra.Command {
 			}
 			reg := prometheus.NewRegistry()
 			metrics := coordinator.NewMetrics(reg)
+			if err := kube.RegisterRuntimeMetrics(reg, buildInfo()); err != nil {
+				return err
+			}
 			count, err := kube.RequestCounter(reg, "coordinator")
 			if err != nil {
 				return fmt.Errorf("register API request metrics: %w", err)

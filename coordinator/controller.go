@@ -211,6 +211,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer health.runStopped()
 	defer c.queue.ShutDown()
 	defer c.stopEvents()
+	defer c.opts.Metrics.stopped()
 	go c.nodes.RunWithContext(ctx)
 	go c.leases.RunWithContext(ctx)
 	go c.pools.RunWithContext(ctx)
@@ -319,8 +320,12 @@ func (c *Controller) leaseOK(node string, now time.Time) bool {
 
 func (c *Controller) reconcile(ctx context.Context, key string) error {
 	pool, err := c.pool(key)
-	if err != nil || pool == nil {
+	if err != nil {
 		return err
+	}
+	if pool == nil {
+		c.opts.Metrics.forget(key) // UpdatePools are cluster-scoped: the key is the name
+		return nil
 	}
 	now := c.opts.Now()
 	c.expire(ctx, now)

@@ -1,14 +1,25 @@
 package coordinator
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the coordinator's Prometheus metrics.
+// Metrics are the coordinator's Prometheus metrics. Every series is per
+// pool, and per node only for the nodes in flight, so the cardinality is
+// bounded by the pools and their maxUnavailable.
 type Metrics struct {
 	grants      *prometheus.CounterVec
 	unavailable *prometheus.GaugeVec
 	queue       *prometheus.GaugeVec
+	waiting     *prometheus.GaugeVec
+	inProgress  *prometheus.GaugeVec
+
+	mu sync.Mutex
+	// flying holds each pool's nodes in nodeward_node_update_in_progress,
+	// so that a node whose grant ended loses its series.
+	flying map[string][]string
 }
 
 // NewMetrics creates the metrics and registers them with reg when reg is
@@ -24,13 +35,69 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		queue: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "nodeward_pool_waiting_nodes", Help: "Nodes of the pool that need the target and hold no slot.",
 		}, []string{"pool"}),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nodeward_pool_waiting",
+			Help: "1 for why the pool's rollout makes no progress now, 0 for the other reasons: " +
+				"none, paused, outside_window, limit_reached, staging, drain_blocked, degraded.",
+		}, []string{"pool", "reason"}),
+		inProgress: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nodeward_node_update_in_progress",
+			Help: "1 while the node holds an update slot of the pool (a planned drain and reboot); no series otherwise.",
+		}, []string{"node", "pool"}),
+		flying: map[string][]string{},
 	}
 	if reg != nil {
-		reg.MustRegister(m.grants, m.unavailable, m.queue)
+		reg.MustRegister(m.grants, m.unavailable, m.queue, m.waiting, m.inProgress)
 	}
 	return m
 }
 
+// observe publishes one pool's plan.
 func (m *Metrics) observe(pool string, p *poolPlan) {
+	m.grants.WithLabelValues(pool) // 0 from the first plan: increase() sees the first grant
 	m.unavailable.WithLabelValues(pool).Set(float64(len(p.unavailable) + len(p.grant)))
+	m.queue.WithLabelValues(pool).Set(float64(p.queued))
+	for _, r := range waitReasons() {
+		v := 0.0
+		if r == p.wait {
+			v = 1
+		}
+		m.waiting.WithLabelValues(pool, string(r)).Set(v)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := map[string]bool{}
+	for _, n := range p.inFlight {
+		now[n] = true
+		m.inProgress.WithLabelValues(n, pool).Set(1)
+	}
+	for _, n := range m.flying[pool] {
+		if !now[n] {
+			m.inProgress.DeleteLabelValues(n, pool)
+		}
+	}
+	m.flying[pool] = append([]string(nil), p.inFlight...)
+}
+
+// forget drops the series of a pool that no longer exists.
+func (m *Metrics) forget(pool string) {
+	match := prometheus.Labels{"pool": pool}
+	for _, v := range []*prometheus.MetricVec{m.grants.MetricVec, m.unavailable.MetricVec, m.queue.MetricVec,
+		m.waiting.MetricVec, m.inProgress.MetricVec} {
+		v.DeletePartialMatch(match)
+	}
+	m.mu.Lock()
+	delete(m.flying, pool)
+	m.mu.Unlock()
+}
+
+// stopped drops every pool's gauges when the controller stops (a leader
+// that lost its Lease): only the leader's plan is current.
+func (m *Metrics) stopped() {
+	for _, v := range []*prometheus.GaugeVec{m.unavailable, m.queue, m.waiting, m.inProgress} {
+		v.Reset()
+	}
+	m.mu.Lock()
+	clear(m.flying)
+	m.mu.Unlock()
 }

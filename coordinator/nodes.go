@@ -49,6 +49,9 @@ type nodeView struct {
 	target      string
 	yieldedAt   time.Time
 	reason      string
+	// drainBlocked: the node's drain waits on a PDB, a refused eviction or
+	// a pre-drain hook (its Drained or Drainable condition says so).
+	drainBlocked bool
 	// down and why are v1alpha1.Unavailable's verdict for the pool's target.
 	down bool
 	why  string
@@ -86,6 +89,7 @@ func viewNode(node *corev1.Node, leaseOK bool, target string) nodeView {
 		v.grantTarget = v.target
 	}
 	_, v.held = a[v1alpha1.AnnotationHold]
+	v.drainBlocked = drainBlocked(node)
 	if t, err := time.Parse(time.RFC3339, a[v1alpha1.AnnotationYieldedAt]); err == nil {
 		v.yieldedAt = t
 	}
@@ -96,6 +100,21 @@ func viewNode(node *corev1.Node, leaseOK bool, target string) nodeView {
 		v.downFree, v.whyFree = v1alpha1.Unavailable(withoutGrant(node), avail)
 	}
 	return v
+}
+
+// drainBlocked reports whether node's drain is held: Drained False for a
+// blocked or refused eviction, or Drainable False for a pre-drain hook.
+func drainBlocked(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		switch {
+		case c.Status != corev1.ConditionFalse:
+		case c.Type == v1alpha1.ConditionDrained && (c.Reason == "DrainBlocked" || c.Reason == "DrainRefused"):
+			return true
+		case c.Type == v1alpha1.ConditionDrainable:
+			return true
+		}
+	}
+	return false
 }
 
 // withoutGrant is a shallow copy of node without its grant annotation.

@@ -91,6 +91,9 @@ type poolPlan struct {
 	ready       int
 	degraded    []string
 	waiting     string // why no grant was made although nodes need one
+	wait        waitReason
+	inFlight    []string // nodes updating under the pool's grants
+	queued      int      // managed nodes that need the target and hold no slot
 }
 
 // planPool decides grants, releases and target writes for one pool.
@@ -142,6 +145,9 @@ func planPool(in planInput) (*poolPlan, error) {
 		if n.degraded(target) {
 			p.degraded = append(p.degraded, n.name)
 		}
+		if target != "" && !n.updated(target) && !n.granted() && !in.pending[n.name] {
+			p.queued++
+		}
 		if down {
 			continue
 		}
@@ -163,7 +169,11 @@ func planPool(in planInput) (*poolPlan, error) {
 	}
 	p.setTarget = targetsToSet(managed, frozen, target, spec.MaxStaging)
 	p.grant, p.waiting, err = decideGrants(in, p, candidates, busyZones, staging)
-	return p, err
+	if err != nil {
+		return nil, err
+	}
+	p.wait, p.inFlight = poolWaits(in, p, len(candidates), staging), inFlight(in, p)
+	return p, nil
 }
 
 // countAs is how node counts against the budget: a grant written but not

@@ -48,7 +48,9 @@ type Config struct {
 	WatchdogInterval time.Duration
 	// Registry receives every metric of the agent; a fresh one when nil.
 	Registry *prometheus.Registry
-	Log      *slog.Logger
+	// Build labels nodeward_build_info.
+	Build kube.BuildInfo
+	Log   *slog.Logger
 	// SyncWarningInterval is how long the watch of the Node may stay
 	// unsynced before a warning naming the API server and the error;
 	// warnings repeat with backoff. kube.DefaultStallInterval when zero.
@@ -125,6 +127,9 @@ func New(cfg Config) (*Agent, error) {
 	cfg.Log = cfg.Log.With("node", cfg.NodeName)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if err := kube.RegisterRuntimeMetrics(cfg.Registry, cfg.Build); err != nil {
+		return nil, err
 	}
 	count, err := kube.RequestCounter(cfg.Registry, "agent")
 	if err != nil {

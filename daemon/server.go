@@ -8,10 +8,12 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // server serves the agent's /metrics, /livez (also /healthz) and /readyz.
@@ -65,9 +67,11 @@ func (s *server) serve(ctx context.Context) {
 
 // writeTextfiles refreshes nodeward.prom for node_exporter's textfile
 // collector; WriteToTextfile renames into place, so readers never see a
-// half-written file.
+// half-written file. Only nodeward_* metrics go there: node_exporter
+// exposes its own go_* and process_*, and a duplicate fails its scrape.
 func writeTextfiles(ctx context.Context, dir string, gatherer prometheus.Gatherer, log *slog.Logger) {
 	path := filepath.Join(dir, "nodeward.prom")
+	gatherer = nodewardOnly(gatherer)
 	tick := time.NewTicker(15 * time.Second)
 	defer tick.Stop()
 	for {
@@ -80,4 +84,18 @@ func writeTextfiles(ctx context.Context, dir string, gatherer prometheus.Gathere
 		case <-tick.C:
 		}
 	}
+}
+
+// nodewardOnly gathers the nodeward_* families of g.
+func nodewardOnly(g prometheus.Gatherer) prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		families, err := g.Gather()
+		out := families[:0]
+		for _, f := range families {
+			if strings.HasPrefix(f.GetName(), "nodeward_") {
+				out = append(out, f)
+			}
+		}
+		return out, err
+	})
 }

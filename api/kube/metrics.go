@@ -1,10 +1,14 @@
 package kube
 
 import (
+	"cmp"
+	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -32,4 +36,35 @@ func RequestCounter(reg prometheus.Registerer, component string) (func(http.Roun
 			return resp, err
 		})
 	}, nil
+}
+
+// BuildInfo names the build a component runs, for nodeward_build_info.
+type BuildInfo struct {
+	Version string
+	Commit  string
+}
+
+// RegisterRuntimeMetrics registers what every nodeward process exposes
+// besides its own metrics: the Go runtime (go_*), the process (process_*:
+// resident memory, CPU, file descriptors) and nodeward_build_info, a gauge
+// of 1 labelled with the version, commit and Go version.
+func RegisterRuntimeMetrics(reg prometheus.Registerer, b BuildInfo) error {
+	info := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "nodeward_build_info",
+		Help: "A metric with a constant 1 labelled by the version, commit and Go version nodeward was built from.",
+		ConstLabels: prometheus.Labels{
+			"version": cmp.Or(b.Version, "dev"), "commit": cmp.Or(b.Commit, "unknown"), "goversion": runtime.Version(),
+		},
+	})
+	info.Set(1)
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		info,
+	} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register runtime metrics: %w", err)
+		}
+	}
+	return nil
 }

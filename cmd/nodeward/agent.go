@@ -62,7 +62,7 @@ func newAgentCommand(g *globals) *cobra.Command {
 				Health:         &daemon.HealthConfig{Conditions: cfg.Config, LeaseRenewInterval: cfg.LeaseRenewInterval.Duration},
 				MetricsAddress: cfg.MetricsAddress, TextfileDirectory: cfg.TextfileDirectory,
 				Notifier: &systemd.Notifier{}, WatchdogInterval: watchdog, Log: g.logger,
-				SyncWarningInterval: syncWarn,
+				SyncWarningInterval: syncWarn, Build: buildInfo(),
 			}
 			if updates {
 				if agentCfg.Update, err = updateConfig(host, cfg.HostRoot, drainFlags, string(protocol), stateDir, log); err != nil {

@@ -47,6 +47,9 @@ func newCoordinatorCommand(g *globals) *cobra.Command {
 			}
 			reg := prometheus.NewRegistry()
 			metrics := coordinator.NewMetrics(reg)
+			if err := kube.RegisterRuntimeMetrics(reg, buildInfo()); err != nil {
+				return err
+			}
 			count, err := kube.RequestCounter(reg, "coordinator")
 			if err != nil {
 				return fmt.Errorf("register API request metrics: %w", err)

@@ -14,6 +14,7 @@ type Metrics struct {
 	unavailableTime  prometheus.Histogram
 	grants           prometheus.Counter
 	stagedBeforeSlot prometheus.Counter
+	rollbacks        prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -41,8 +42,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "nodeward_update_staged_before_slot_total",
 			Help: "Grants that found the target already staged; divide by nodeward_update_grants_received_total for the staged-before-slot ratio.",
 		}),
+		rollbacks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodeward_update_rollbacks_total",
+			Help: "Updates rolled back: the new OS failed verification and the node booted back into its previous deployment.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.step, m.stepDuration, m.unavailableTime, m.grants, m.stagedBeforeSlot} {
+	for _, c := range []prometheus.Collector{m.step, m.stepDuration, m.unavailableTime, m.grants, m.stagedBeforeSlot, m.rollbacks} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -73,5 +78,11 @@ func (m *Metrics) granted(stagedBefore bool) {
 	m.grants.Inc()
 	if stagedBefore {
 		m.stagedBeforeSlot.Inc()
+	}
+}
+
+func (m *Metrics) rolledBack() {
+	if m != nil {
+		m.rollbacks.Inc()
 	}
 }

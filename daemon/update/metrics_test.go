@@ -5,6 +5,7 @@ import (
 
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // TestUpdateMetrics runs one cycle and reads the metrics back from the
@@ -66,5 +67,37 @@ func TestUpdateMetrics(t *testing.T) {
 		if values[k] != v {
 			t.Errorf("%s = %v, want %v", k, values[k], v)
 		}
+	}
+}
+
+// TestRollbackCounted: a failed verification and the rollback boot count
+// one rollback, although the machine leaves RolledBack for Degraded at
+// once (the alert NodewardNodeRolledBack reads the counter, not the step).
+func TestRollbackCounted(t *testing.T) {
+	t.Parallel()
+	metrics, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, dir := rebooting(t)
+	w.boot(true) // the new deployment did not come up
+	m := w.machine(dir)
+	m.cfg.Metrics = metrics
+	settle(t, m)
+	if got := testutil.ToFloat64(metrics.rollbacks); got != 0 {
+		t.Fatalf("before the rollback boot: rollbacks %v, want 0", got)
+	}
+	w.boot(false)
+	m = w.machine(dir)
+	m.cfg.Metrics = metrics
+	if got := settle(t, m); got != v1alpha1.StepDegraded {
+		t.Fatalf("after the rollback boot: step %s, want Degraded", got)
+	}
+	settle(t, m)
+	if got := testutil.ToFloat64(metrics.rollbacks); got != 1 {
+		t.Fatalf("rollbacks %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(metrics.step.WithLabelValues(string(v1alpha1.StepRolledBack))); got != 0 {
+		t.Fatalf("step RolledBack gauge %v: the step is left at once", got)
 	}
 }

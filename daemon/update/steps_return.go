@@ -127,6 +127,9 @@ func (m *Machine) rolledBack(ctx context.Context, _ *corev1.Node, _ Desired) (v1
 		return v1alpha1.StepDegraded, nil
 	}
 	m.state.Reason = fmt.Sprintf("rolled back to %s: %s", orNone(booted), m.state.Reason)
+	// Counted here, once per rollback: the agent leaves RolledBack on this
+	// step, too fast for an alert on nodeward_update_step.
+	m.cfg.Metrics.rolledBack()
 	return v1alpha1.StepDegraded, nil
 }
 

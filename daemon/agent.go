@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nodeward/nodeward/api/kube"
+	"github.com/nodeward/nodeward/api/kube/metricsauth"
 	"github.com/nodeward/nodeward/conditions"
 	"github.com/nodeward/nodeward/daemon/health"
 	"github.com/nodeward/nodeward/daemon/update"
@@ -37,6 +38,10 @@ type Config struct {
 	// MetricsAddress serves /metrics, /healthz and /readyz; empty serves
 	// nothing.
 	MetricsAddress string
+	// MetricsAuth guards /metrics: TLS and Kubernetes authorization
+	// (TokenReview, SubjectAccessReview through the agent's client), or
+	// none; the zero value is none.
+	MetricsAuth metricsauth.Config
 	// TextfileDirectory receives nodeward.prom for node_exporter's textfile
 	// collector; empty writes nothing.
 	TextfileDirectory string
@@ -156,7 +161,16 @@ func New(cfg Config) (*Agent, error) {
 		}
 	}
 	if cfg.MetricsAddress != "" {
-		if a.server, err = listen(cfg.MetricsAddress, cfg.Registry, a.readiness, a.liveness, cfg.Log); err != nil {
+		auth := cfg.MetricsAuth
+		if auth.Mode == "" {
+			auth.Mode = metricsauth.None
+		}
+		endpoint, err := metricsauth.Setup(auth, rc, cfg.Log)
+		if err != nil {
+			a.stop()
+			return nil, fmt.Errorf("metricsAuth: %w", err)
+		}
+		if a.server, err = listen(cfg.MetricsAddress, endpoint, cfg.Registry, a.readiness, a.liveness, cfg.Log); err != nil {
 			a.stop()
 			return nil, err
 		}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nodeward/nodeward/api/kube/metricsauth"
 	"github.com/nodeward/nodeward/conditions"
 	"github.com/nodeward/nodeward/daemon/health"
 )
@@ -24,6 +25,17 @@ type FileConfig struct {
 	// MetricsAddress serves /metrics, /healthz and /readyz; loopback by
 	// default, empty to disable.
 	MetricsAddress string `json:"metricsAddress,omitempty"`
+	// MetricsAuth guards /metrics: "kubernetes" serves TLS and lets only a
+	// bearer token allowed get /metrics through (TokenReview,
+	// SubjectAccessReview; the DaemonSet's setting), "none" (the default,
+	// for the loopback address of a host service) lets anyone through.
+	// The probes /livez, /healthz and /readyz are never guarded.
+	MetricsAuth string `json:"metricsAuth,omitempty"`
+	// MetricsTLSCertFile and MetricsTLSKeyFile are the serving key pair;
+	// without them the kubernetes mode generates a self-signed one at
+	// start.
+	MetricsTLSCertFile string `json:"metricsTLSCertFile,omitempty"`
+	MetricsTLSKeyFile  string `json:"metricsTLSKeyFile,omitempty"`
 	// TextfileDirectory, when set, receives nodeward.prom for
 	// node_exporter's textfile collector.
 	TextfileDirectory string `json:"textfileDirectory,omitempty"`
@@ -41,6 +53,7 @@ func DefaultFileConfig() FileConfig {
 	return FileConfig{
 		Config:             conditions.DefaultConfig(),
 		MetricsAddress:     "127.0.0.1:9741",
+		MetricsAuth:        string(metricsauth.None),
 		LeaseRenewInterval: metav1.Duration{Duration: health.DefaultLeaseRenewInterval},
 	}
 }
@@ -89,8 +102,20 @@ func (c *FileConfig) Validate() error {
 			errs.Add("metricsAddress", c.MetricsAddress, "must be host:port")
 		}
 	}
+	if _, err := metricsauth.ParseMode(c.MetricsAuth); err != nil {
+		errs.Add("metricsAuth", c.MetricsAuth, "must be kubernetes or none")
+	}
+	if (c.MetricsTLSCertFile == "") != (c.MetricsTLSKeyFile == "") {
+		errs.Add("metricsTLSCertFile", c.MetricsTLSCertFile, "needs metricsTLSKeyFile, and the other way round")
+	}
 	if err := health.CheckLeaseRenewInterval(c.LeaseRenewInterval.Duration); err != nil {
 		errs.Add("leaseRenewInterval", c.LeaseRenewInterval.Duration, err.Error())
 	}
 	return errs.Err()
+}
+
+// MetricsAuthConfig is the file's metrics settings for daemon.Config.
+func (c *FileConfig) MetricsAuthConfig() metricsauth.Config {
+	return metricsauth.Config{Mode: metricsauth.Mode(c.MetricsAuth),
+		CertFile: c.MetricsTLSCertFile, KeyFile: c.MetricsTLSKeyFile}
 }

@@ -130,3 +130,22 @@ func FuzzParseFileConfig(f *testing.F) {
 		conditions.Close(conditions.Probes(cfg.Config, nil))
 	})
 }
+
+func TestMetricsAuthFileConfig(t *testing.T) {
+	t.Parallel()
+	cfg, err := ParseFileConfig([]byte("metricsAuth: kubernetes\nmetricsTLSCertFile: /tls/tls.crt\nmetricsTLSKeyFile: /tls/tls.key\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfg.MetricsAuthConfig(); c.Mode != "kubernetes" || c.CertFile != "/tls/tls.crt" || c.KeyFile != "/tls/tls.key" {
+		t.Errorf("metrics auth config %+v", c)
+	}
+	if d := DefaultFileConfig(); d.MetricsAuth != "none" {
+		t.Errorf("default metricsAuth %q, want none (loopback, host service)", d.MetricsAuth)
+	}
+	for _, bad := range []string{"metricsAuth: basic", "metricsTLSCertFile: /tls/tls.crt"} {
+		if _, err := ParseFileConfig([]byte(bad)); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

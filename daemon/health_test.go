@@ -115,8 +115,8 @@ func startHealth(t *testing.T, rc *rest.Config, node string, cfg FileConfig, gua
 	t.Helper()
 	h, err := New(Config{
 		RestConfig: rc, NodeName: node, Health: &HealthConfig{Conditions: cfg.Config, LeaseRenewInterval: cfg.LeaseRenewInterval.Duration, Guard: guard},
-		MetricsAddress: cfg.MetricsAddress,
-		Log:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		MetricsAddress: cfg.MetricsAddress, MetricsAuth: cfg.MetricsAuthConfig(),
+		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/nodeward/nodeward/api/kube/metricsauth"
 )
 
 // server serves the agent's /metrics, /livez (also /healthz) and /readyz.
@@ -27,13 +29,15 @@ type server struct {
 // goroutine later. /readyz is the agent's combined readiness; /livez (and
 // /healthz, its older name) its liveness, the same verdict the systemd
 // watchdog follows.
-func listen(addr string, gatherer prometheus.Gatherer, ready *Readiness, live *Liveness, log *slog.Logger) (*server, error) {
+// /metrics is behind the endpoint's authorization (metricsAuth); the probes
+// are not, since the kubelet sends no token.
+func listen(addr string, endpoint *metricsauth.Endpoint, gatherer prometheus.Gatherer, ready *Readiness, live *Liveness, log *slog.Logger) (*server, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on metricsAddress %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", endpoint.Protect(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))
 	livez := func(w http.ResponseWriter, _ *http.Request) {
 		ok, reason := live.Alive()
 		if !ok {
@@ -44,8 +48,8 @@ func listen(addr string, gatherer prometheus.Gatherer, ready *Readiness, live *L
 	mux.HandleFunc("/livez", livez)
 	mux.HandleFunc("/healthz", livez)
 	mux.Handle("/readyz", ready)
-	log.Info("serving metrics and health", "address", l.Addr().String())
-	return &server{listener: l, log: log,
+	log.Info("serving metrics and health", "address", l.Addr().String(), "scheme", endpoint.Scheme())
+	return &server{listener: endpoint.Listener(l), log: log,
 		server: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}, nil
 }
 

@@ -60,7 +60,7 @@ func newAgentCommand(g *globals) *cobra.Command {
 			agentCfg := daemon.Config{
 				RestConfig: restConfig, NodeName: nodeName,
 				Health:         &daemon.HealthConfig{Conditions: cfg.Config, LeaseRenewInterval: cfg.LeaseRenewInterval.Duration},
-				MetricsAddress: cfg.MetricsAddress, TextfileDirectory: cfg.TextfileDirectory,
+				MetricsAddress: cfg.MetricsAddress, MetricsAuth: cfg.MetricsAuthConfig(), TextfileDirectory: cfg.TextfileDirectory,
 				Notifier: &systemd.Notifier{}, WatchdogInterval: watchdog, Log: g.logger,
 				SyncWarningInterval: syncWarn, Build: buildInfo(),
 			}
@@ -147,6 +147,7 @@ type healthFlags struct {
 	badSamples      int
 
 	metricsAddress    string
+	metrics           metricsFlags
 	textfileDirectory string
 	hostRoot          string
 }
@@ -167,6 +168,7 @@ func (f *healthFlags) registerAgent(cmd *cobra.Command) {
 	d := daemon.DefaultFileConfig()
 	fl := cmd.Flags()
 	fl.StringVar(&f.metricsAddress, "metrics-address", d.MetricsAddress, "address of /metrics, /healthz and /readyz; empty disables")
+	f.metrics.register(cmd, d.MetricsAuth)
 	fl.StringVar(&f.textfileDirectory, "textfile-directory", d.TextfileDirectory, "write nodeward.prom here for node_exporter's textfile collector")
 	fl.StringVar(&f.hostRoot, "host-root", d.HostRoot, "the host's root filesystem in this container (e.g. /host): rpm-ostree, journalctl and systemctl run chrooted into it; empty runs them directly")
 }
@@ -187,6 +189,15 @@ func (f *healthFlags) load(cmd *cobra.Command) (daemon.FileConfig, error) {
 	}
 	if changed("metrics-address") {
 		cfg.MetricsAddress = f.metricsAddress
+	}
+	if changed("metrics-auth") {
+		cfg.MetricsAuth = f.metrics.auth
+	}
+	if changed("metrics-tls-cert-file") {
+		cfg.MetricsTLSCertFile = f.metrics.certFile
+	}
+	if changed("metrics-tls-key-file") {
+		cfg.MetricsTLSKeyFile = f.metrics.keyFile
 	}
 	if changed("textfile-directory") {
 		cfg.TextfileDirectory = f.textfileDirectory

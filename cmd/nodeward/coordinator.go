@@ -14,8 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/nodeward/nodeward/api/kube"
+	"github.com/nodeward/nodeward/api/kube/metricsauth"
 	"github.com/nodeward/nodeward/coordinator"
 )
 
@@ -25,6 +27,7 @@ func newCoordinatorCommand(g *globals) *cobra.Command {
 		leaderElect   bool
 		leaderNS      string
 		metricsAddr   string
+		metricsAuth   metricsFlags
 		poolSelector  string
 		resync        time.Duration
 		leaseDuration time.Duration
@@ -73,7 +76,11 @@ func newCoordinatorCommand(g *globals) *cobra.Command {
 			opts := coordinator.Options{Client: client, Dynamic: dyn, Log: log, Resync: resync,
 				Metrics: metrics, PoolLabelSelector: poolSelector, Health: health,
 				SyncWarningInterval: syncWarn}
-			if err := serveMetrics(metricsAddr, reg, health, log); err != nil {
+			auth, err := metricsAuth.config()
+			if err != nil {
+				return err
+			}
+			if err := serveMetrics(metricsAddr, auth, cfg, reg, health, log); err != nil {
 				return err
 			}
 			if !cmd.Flags().Changed("leader-election-namespace") && cmd.Flags().Changed("namespace") {
@@ -103,30 +110,39 @@ func newCoordinatorCommand(g *globals) *cobra.Command {
 	f.BoolVar(&leaderElect, "leader-elect", true, "elect a leader on the Lease "+coordinator.LeaderLeaseName+" so replicas never grant concurrently")
 	f.StringVar(&leaderNS, "leader-election-namespace", "nodeward-system", "namespace of the leader Lease (-n/--namespace sets it too when this flag is not given)")
 	f.DurationVar(&leaseDuration, "leader-lease-duration", 15*time.Second, "how long a leader's Lease is valid without renewal")
-	f.StringVar(&metricsAddr, "metrics-address", "127.0.0.1:9741", "address of /metrics and /readyz (empty disables)")
+	f.StringVar(&metricsAddr, "metrics-address", "127.0.0.1:9741", "address of /metrics, /readyz and /healthz (empty disables)")
+	metricsAuth.register(cmd, string(metricsauth.None))
 	f.StringVar(&poolSelector, "pool-selector", "", "label selector of the UpdatePools this coordinator manages (default all)")
 	registerSyncWarning(cmd, &syncWarn)
 	f.DurationVar(&resync, "resync", 5*time.Second, "re-plan every pool this often (agent Lease expiry, maintenance windows)")
 	return cmd
 }
 
-// serveMetrics serves /metrics, /readyz (a standby waiting for the Lease,
-// or a leader with synced caches) and /healthz (election attempts, the
-// resync ticker and reconciles make progress).
-func serveMetrics(addr string, reg *prometheus.Registry, health *coordinator.Health, log *slog.Logger) error {
+// serveMetrics serves /metrics (behind --metrics-auth), /readyz (a standby
+// waiting for the Lease, or a leader with synced caches) and /healthz
+// (election attempts, the resync ticker and reconciles make progress); the
+// probes need no token. Reviews go through rc, the coordinator's counted
+// client configuration.
+func serveMetrics(addr string, auth metricsauth.Config, rc *rest.Config, reg *prometheus.Registry, health *coordinator.Health, log *slog.Logger) error {
 	if addr == "" {
 		return nil
+	}
+	endpoint, err := metricsauth.Setup(auth, rc, log)
+	if err != nil {
+		return err
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--metrics-address %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", endpoint.Protect(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	mux.HandleFunc("/readyz", health.ServeReadyz)
 	mux.HandleFunc("/healthz", health.ServeHealthz)
+	log.Info("serving metrics and health", "address", ln.Addr().String(), "scheme", endpoint.Scheme())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
-		if err := http.Serve(ln, mux); err != nil {
+		if err := srv.Serve(endpoint.Listener(ln)); err != nil {
 			log.Error("metrics server stopped", "err", err)
 		}
 	}()

@@ -31,8 +31,8 @@ func TestConfigExamples(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the DaemonSet's config.yaml: %v", err)
 	}
-	if cfg.ProcRoot != "/host/proc" || cfg.MetricsAddress != "127.0.0.1:9741" {
-		t.Errorf("DaemonSet config: procRoot %q, metricsAddress %q; the pod spec mounts the host's /proc at /host/proc and probes 127.0.0.1:9741",
-			cfg.ProcRoot, cfg.MetricsAddress)
+	if cfg.ProcRoot != "/host/proc" || cfg.MetricsAuth != "kubernetes" {
+		t.Errorf("DaemonSet config: procRoot %q, metricsAuth %q; the pod spec mounts the host's /proc at /host/proc, and /metrics on the node's address must need a token",
+			cfg.ProcRoot, cfg.MetricsAuth)
 	}
 }

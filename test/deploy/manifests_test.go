@@ -118,12 +118,19 @@ func TestAgentDaemonSet(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Errorf("capabilities added = %v, want exactly %v", got, want)
 			}
-			for _, ctr := range spec.Containers {
-				for _, p := range ctr.Ports {
-					if ctr.Name != "kube-rbac-proxy" {
-						t.Errorf("container %s exposes port %d: only the authenticating proxy may", ctr.Name, p.ContainerPort)
-					}
-				}
+			// One container (no proxy sidecar), one port: the agent's own
+			// authenticating metrics endpoint, on the node's address.
+			if len(spec.Containers) != 1 {
+				t.Errorf("agent pod has %d containers, want the agent alone", len(spec.Containers))
+			}
+			if len(agent.Ports) != 1 || agent.Ports[0].Name != "https-metrics" || agent.Ports[0].ContainerPort != 9742 {
+				t.Errorf("agent ports %+v, want https-metrics 9742 only", agent.Ports)
+			}
+			if !slices.Contains(agent.Args, "--metrics-address=$(HOST_IP):9742") {
+				t.Errorf("agent args %q: the metrics endpoint must listen on the node's address", agent.Args)
+			}
+			if p := agent.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Scheme != corev1.URISchemeHTTPS || p.HTTPGet.Path != "/readyz" {
+				t.Errorf("agent readiness probe %+v, want HTTPS /readyz", p)
 			}
 		})
 	}
@@ -145,8 +152,11 @@ func TestCoordinatorDeployment(t *testing.T) {
 	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" {
 		t.Errorf("coordinator liveness probe %+v, want /healthz (its loops' progress)", c.LivenessProbe)
 	}
-	if proxy := container(t, d.Spec.Template.Spec, "kube-rbac-proxy"); !slices.Contains(proxy.Args, "--ignore-paths=/readyz,/healthz") {
-		t.Errorf("proxy args %q: the probes' paths must pass without a token", proxy.Args)
+	if len(d.Spec.Template.Spec.Containers) != 1 {
+		t.Errorf("coordinator pod has %d containers, want the coordinator alone", len(d.Spec.Template.Spec.Containers))
+	}
+	if !slices.Contains(c.Args, "--metrics-auth=kubernetes") {
+		t.Errorf("coordinator args %q lack --metrics-auth=kubernetes", c.Args)
 	}
 	for key := range build(t, "overlays/openshift") {
 		if strings.Contains(key, "nodeward-coordinator") {

@@ -98,11 +98,12 @@ func helm(t *testing.T, values map[string]any) map[string]object {
 // normalize drops what legitimately differs: managed-by (Helm says Helm,
 // kustomize says kustomize), the images (kustomize's images: transformer
 // against the chart's values; compared separately) and the order of the
-// pod spec's lists merged by name (a kustomize patch moves the items it
-// patches to the front; the API server merges them by name too).
+// pod spec's lists merged by name, and of a container's volume mounts (a
+// kustomize patch moves the items it patches or adds to the front; the API
+// server merges them by key, and their order means nothing).
 func normalize(o object) {
 	walk(o, func(m map[string]any) {
-		for _, field := range []string{"containers", "volumes"} {
+		for _, field := range []string{"containers", "volumes", "volumeMounts"} {
 			if l, ok := m[field].([]any); ok {
 				sort.SliceStable(l, func(i, j int) bool { return itemName(l[i]) < itemName(l[j]) })
 			}

@@ -34,9 +34,6 @@ type deployment struct {
 //   - the agent's and the coordinator's image: the one just built;
 //   - KUBERNETES_SERVICE_HOST/PORT: the API server's own address, since no
 //     kube-proxy serves the kubernetes Service here;
-//   - the kube-rbac-proxy sidecar is dropped: its image cannot be fetched on
-//     this machine (issue 17: built from source or replaced by nodeward's
-//     own authorization, another part of the work);
 //   - capabilities this machine's bounding set lacks are not added (root
 //     here has no CAP_SYS_RESOURCE: runc would fail "unable to apply caps");
 //   - the coordinator is scaled to 0: not on the host network, it cannot
@@ -96,9 +93,6 @@ func (d deployment) adapt(obj *unstructured.Unstructured) error {
 	var kept []any
 	for _, c := range containers {
 		c := c.(map[string]any)
-		if c["name"] == "kube-rbac-proxy" {
-			continue
-		}
 		c["image"] = d.image
 		if add, ok, _ := unstructured.NestedStringSlice(c, "securityContext", "capabilities", "add"); ok {
 			var grantable []any

@@ -33,8 +33,9 @@ func nodewardConditions() []corev1.NodeConditionType {
 // TestAgentOnRealNode deploys the project's manifests with the image `make
 // image` builds on the real node and checks, in order: the agent pod Running
 // and Ready, the node's five conditions, the pod-bound token's limits, a
-// drain of a real pod by `nodeward drain`, and the runtime condition through
-// a containerd restart.
+// drain of a real pod by `nodeward drain`, the runtime condition through
+// a containerd restart, and a target staged by the host's rpm-ostree run
+// chrooted into /host.
 func TestAgentOnRealNode(t *testing.T) {
 	cp, n := env.Node(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
@@ -62,7 +63,8 @@ func TestAgentOnRealNode(t *testing.T) {
 	if len(missing) > 0 {
 		t.Logf("this machine cannot grant %v: the agent runs without them", missing)
 	}
-	manifests, err := deployment{image: tag, apiHost: host, apiPort: port, missing: missing}.render(ctx, cp, env.Root())
+	manifests, err := deployment{image: tag, apiHost: host, apiPort: port, missing: missing,
+		agentArgs: installHostDouble(t, n)}.render(ctx, cp, env.Root())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,6 +99,7 @@ func TestAgentOnRealNode(t *testing.T) {
 	t.Run("bound-token", func(t *testing.T) { testBoundToken(ctx, t, cp, n, pod) })
 	t.Run("drain", func(t *testing.T) { testDrain(ctx, t, cp, n) })
 	t.Run("runtime-restart", func(t *testing.T) { testRuntimeRestart(ctx, t, client, n) })
+	t.Run("host-rpm-ostree", func(t *testing.T) { testHostRpmOstree(ctx, t, client, n) })
 }
 
 // testBoundToken reads the agent pod's projected token from the kubelet's

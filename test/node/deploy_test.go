@@ -26,6 +26,9 @@ type deployment struct {
 	missing map[string]bool // capabilities (as in the manifests) this machine cannot grant
 	apiHost string          // the API server as a hostNetwork pod reaches it
 	apiPort string
+	// agentArgs are added to the agent's command line (the host's
+	// rpm-ostree double, hostroot_test.go).
+	agentArgs []string
 }
 
 // render builds manifests/overlays/kubernetes with kustomize (the test
@@ -40,6 +43,8 @@ type deployment struct {
 //     reach the API server without kube-proxy and a pod network;
 //   - ServiceMonitor and PrometheusRule are left out: no Prometheus
 //     Operator CRDs here (docs/install.md says the same for such clusters);
+//   - the agent runs the rpm-ostree double installed on the node
+//     (hostroot_test.go) with --rpm-ostree and --rpm-ostree-env;
 //   - the agent's hysteresis quiet period is 3 s instead of 5 min, so that
 //     a condition that went True comes back within the test.
 func (d deployment) render(ctx context.Context, cp *cluster.ControlPlane, root string) ([]byte, error) {
@@ -94,6 +99,13 @@ func (d deployment) adapt(obj *unstructured.Unstructured) error {
 	for _, c := range containers {
 		c := c.(map[string]any)
 		c["image"] = d.image
+		if c["name"] == "agent" {
+			args, _ := c["args"].([]any)
+			for _, a := range d.agentArgs {
+				args = append(args, a)
+			}
+			c["args"] = args
+		}
 		if add, ok, _ := unstructured.NestedStringSlice(c, "securityContext", "capabilities", "add"); ok {
 			var grantable []any
 			for _, capability := range add {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -34,8 +35,9 @@ func nodewardConditions() []corev1.NodeConditionType {
 // image` builds on the real node and checks, in order: the agent pod Running
 // and Ready, the node's five conditions, the pod-bound token's limits, a
 // drain of a real pod by `nodeward drain`, the runtime condition through
-// a containerd restart, and a target staged by the host's rpm-ostree run
-// chrooted into /host.
+// a containerd restart, a target staged by the host's rpm-ostree run
+// chrooted into /host, and the Helm chart's DaemonSet in place of the
+// kustomize one.
 func TestAgentOnRealNode(t *testing.T) {
 	cp, n := env.Node(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
@@ -63,8 +65,8 @@ func TestAgentOnRealNode(t *testing.T) {
 	if len(missing) > 0 {
 		t.Logf("this machine cannot grant %v: the agent runs without them", missing)
 	}
-	manifests, err := deployment{image: tag, apiHost: host, apiPort: port, missing: missing,
-		agentArgs: installHostDouble(t, n)}.render(ctx, cp, env.Root())
+	d := deployment{image: tag, apiHost: host, apiPort: port, missing: missing, agentArgs: installHostDouble(t, n)}
+	manifests, err := d.render(ctx, cp, env.Root())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +102,41 @@ func TestAgentOnRealNode(t *testing.T) {
 	t.Run("drain", func(t *testing.T) { testDrain(ctx, t, cp, n) })
 	t.Run("runtime-restart", func(t *testing.T) { testRuntimeRestart(ctx, t, client, n) })
 	t.Run("host-rpm-ostree", func(t *testing.T) { testHostRpmOstree(ctx, t, client, n) })
+	t.Run("helm-chart", func(t *testing.T) { testHelmChart(ctx, t, cp, n, d) })
+}
+
+// testHelmChart replaces the kustomize install's DaemonSet with the Helm
+// chart's (rendered by Helm's engine, applied over the same objects): the
+// chart's agent pod runs and is Ready on the real node.
+func testHelmChart(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, n *node.Node, d deployment) {
+	client := cp.Client()
+	manifests, err := d.renderChart(ctx, env.Root())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := metav1.DeletePropagationForeground
+	if err := client.AppsV1().DaemonSets(agentNamespace).Delete(ctx, "nodeward-agent", metav1.DeleteOptions{PropagationPolicy: &gone}); err != nil {
+		t.Fatalf("delete the kustomize install's DaemonSet: %v", err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := client.AppsV1().DaemonSets(agentNamespace).Get(ctx, "nodeward-agent", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatalf("the kustomize install's DaemonSet never went: %v", err)
+	}
+	start := time.Now()
+	if err := apply(ctx, cp, manifests, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	pod, err := waitAgentReady(ctx, client, n.Name(), 3*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pod.Labels["app.kubernetes.io/managed-by"]; got != "Helm" {
+		t.Errorf("agent pod %s labelled managed-by %q, want Helm (the chart's DaemonSet)", pod.Name, got)
+	}
+	t.Logf("the chart's agent pod %s Running and Ready %s after apply", pod.Name, time.Since(start).Round(time.Millisecond))
 }
 
 // testBoundToken reads the agent pod's projected token from the kubelet's
@@ -136,6 +173,22 @@ func testBoundToken(ctx context.Context, t *testing.T, cp *cluster.ControlPlane,
 		t.Errorf("the agent's token patched another node: err = %v", err)
 	} else {
 		t.Logf("another node refused: %v", err)
+	}
+
+	// A pod bound to the other node (no kubelet runs it; binding is
+	// enough for the policy): the agent's token may not evict it.
+	elsewhere := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere", Namespace: metav1.NamespaceDefault},
+		Spec: corev1.PodSpec{NodeName: other.Name, Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/none:1"}}}}
+	if _, err := cp.Client().CoreV1().Pods(elsewhere.Namespace).Create(ctx, elsewhere, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create a pod bound to another node: %v", err)
+	}
+	defer cp.Client().CoreV1().Pods(elsewhere.Namespace).Delete(context.Background(), elsewhere.Name, metav1.DeleteOptions{})
+	err = agent.PolicyV1().Evictions(elsewhere.Namespace).Evict(ctx, &policyv1.Eviction{
+		ObjectMeta: metav1.ObjectMeta{Name: elsewhere.Name, Namespace: elsewhere.Namespace}})
+	if err == nil || !(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) {
+		t.Errorf("the agent's token evicted a pod bound to another node: err = %v", err)
+	} else {
+		t.Logf("eviction elsewhere refused: %v", err)
 	}
 }
 

@@ -52,6 +52,26 @@ func (d deployment) render(ctx context.Context, cp *cluster.ControlPlane, root s
 	if err != nil {
 		return nil, fmt.Errorf("kustomize manifests/overlays/kubernetes: %w", err)
 	}
+	return d.adaptAll(out)
+}
+
+// renderChart renders charts/nodeward with Helm's engine (test/helmsync's
+// render command, its own module) and adapts it as render does.
+func (d deployment) renderChart(ctx context.Context, root string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "go", "run", "./render")
+	cmd.Dir = filepath.Join(root, "test", "helmsync")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("render charts/nodeward: %w: %s", err, stderr.Bytes())
+	}
+	return d.adaptAll(out)
+}
+
+// adaptAll applies the test's adaptations to every object of a manifest
+// stream.
+func (d deployment) adaptAll(out []byte) ([]byte, error) {
 	dec := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
 	var docs [][]byte
 	for {
@@ -139,7 +159,7 @@ func apply(ctx context.Context, cp *cluster.ControlPlane, manifests []byte, dir 
 		return fmt.Errorf("write the manifests: %w", err)
 	}
 	out, err := exec.CommandContext(ctx, cp.Binary("kubectl"), "--kubeconfig", cp.KubeconfigPath(),
-		"apply", "--server-side", "-f", file).CombinedOutput()
+		"apply", "--server-side", "--force-conflicts", "-f", file).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("kubectl apply: %w: %s", err, out)
 	}

@@ -71,7 +71,10 @@ func TestKillAndResume(t *testing.T) {
 		// reason, when set, is waited for in the node's reported reason
 		// before the kill.
 		reason string
-		check  func(t *testing.T, p *pool, name string)
+		// beforeKill, when set, waits for what must have happened before
+		// the kill.
+		beforeKill func(t *testing.T, p *pool, name string)
+		check      func(t *testing.T, p *pool, name string)
 	}{
 		{name: "after-cordon", at: v1alpha1.StepDraining,
 			setup: func(p *pool, name, ns string) func() { return blockDrain(p, name, ns) },
@@ -83,6 +86,14 @@ func TestKillAndResume(t *testing.T) {
 			setup: func(p *pool, name, ns string) func() {
 				p.nodes[name].Host.IgnoreReboots = 1 // the request dies with the agent
 				return func() {}
+			},
+			// The kill comes after the request, which the step's report
+			// precedes: killed before it, the agent would make its first
+			// request after the restart, and that one would be dropped.
+			beforeKill: func(t *testing.T, p *pool, name string) {
+				cluster.WaitFor(t, time.Minute, name+"'s reboot request", func(context.Context) (bool, error) {
+					return p.nodes[name].Host.RebootsToIgnore() == 0, nil
+				})
 			},
 			check: func(t *testing.T, p *pool, name string) {
 				mustBeCordoned(t, p, name)
@@ -120,6 +131,9 @@ func TestKillAndResume(t *testing.T) {
 			p.waitStep(name, c.at, time.Minute)
 			if c.reason != "" {
 				p.waitReason(name, c.reason)
+			}
+			if c.beforeKill != nil {
+				c.beforeKill(t, p, name)
 			}
 			p.nodes[name].Kill()
 			c.check(t, p, name)

@@ -84,6 +84,14 @@ func (h *SimHost) Rollback(context.Context) error {
 	return nil
 }
 
+// RebootsToIgnore is how many of the IgnoreReboots requests are still to
+// come.
+func (h *SimHost) RebootsToIgnore() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.IgnoreReboots
+}
+
 // Reboot implements daemon.Rebooter: it records the request; the harness
 // stops the agent and calls Boot.
 func (h *SimHost) Reboot(context.Context, string) error {

@@ -36,8 +36,9 @@ drain ends the command.` + exitCodesHelp("1 failed (an API request failed)",
 				"    cordoned; with --on-timeout=yield it is uncordoned again)",
 			"3 refused: pods with emptyDir data or without a controller (--delete-emptydir-data, --force);\n"+
 				"    nothing was cordoned or evicted"),
-		Args: func(_ *cobra.Command, args []string) error { return f.nodeArgs(args) },
-		RunE: func(cmd *cobra.Command, args []string) error { return runDrain(cmd, g, f, args) },
+		Args:              func(_ *cobra.Command, args []string) error { return f.nodeArgs(args) },
+		ValidArgsFunction: completeNodes(&f.kube, 0),
+		RunE:              func(cmd *cobra.Command, args []string) error { return runDrain(cmd, g, f, args) },
 	}
 	f.register(cmd)
 	return cmd
@@ -263,7 +264,8 @@ func newUncordonCommand() *cobra.Command {
 		Long: "Lift the cordon nodeward's drain made, and its record; a cordon nodeward did not make stays\n" +
 			"unless --force." + exitCodesHelp("1 failed (an API request failed)",
 			"2 the node was cordoned by someone else and stays cordoned (use --force)"),
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeNodes(&conn, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			client, err := conn.client()
 			if err != nil {

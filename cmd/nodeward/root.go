@@ -47,6 +47,7 @@ func newRootCommand() *cobra.Command {
 		newUncordonCommand(),
 		newStatusCommand(),
 	)
+	registerFlagCompletions(root)
 	return root
 }
 

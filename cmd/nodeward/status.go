@@ -1,16 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
@@ -19,110 +16,121 @@ import (
 	"github.com/nodeward/nodeward/api/v1alpha1"
 )
 
+// statusFlags are `nodeward status`'s own flags.
+type statusFlags struct {
+	conn   kubeFlags
+	output enumFlag
+	watch  bool
+}
+
 func newStatusCommand() *cobra.Command {
-	var conn kubeFlags
+	f := statusFlags{output: enumFlag{allowed: []string{"json", "yaml", "wide"}}}
 	cmd := &cobra.Command{
 		Use:   "status [POOL]",
 		Short: "Show update pools and the progress of their nodes",
 		Long: "Show the UpdatePools (or POOL) as `oc get mcp` does, then each pool's nodes: update step, grant,\n" +
-			"schedulability, how long unavailable and why." + exitCodesHelp("1 failed (the API server refused a request, POOL does not exist)"),
-		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := conn.restConfig()
-			if err != nil {
-				return err
-			}
-			client, err := kube.NewForConfig(cfg)
-			if err != nil {
-				return err
-			}
-			dyn, err := dynamic.NewForConfig(cfg)
-			if err != nil {
-				return err
-			}
-			list, err := dyn.Resource(v1alpha1.UpdatePoolResource()).List(cmd.Context(), metav1.ListOptions{})
-			if err != nil {
-				return fmt.Errorf("list UpdatePools: %w", err)
-			}
-			var pools []v1alpha1.UpdatePool
-			for _, item := range list.Items {
-				var p v1alpha1.UpdatePool
-				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(item.Object, &p); err != nil {
-					return fmt.Errorf("decode UpdatePool %s: %w", item.GetName(), err)
-				}
-				if len(args) == 0 || p.Name == args[0] {
-					pools = append(pools, p)
-				}
-			}
-			if len(args) == 1 && len(pools) == 0 {
-				return fmt.Errorf("UpdatePool %q not found", args[0])
-			}
-			out := cmd.OutOrStdout()
-			printPools(out, pools)
-			for _, p := range pools {
-				sel, err := metav1.LabelSelectorAsSelector(p.Spec.NodeSelector)
-				if err != nil {
-					return fmt.Errorf("pool %s nodeSelector: %w", p.Name, err)
-				}
-				nodes, err := client.Nodes().List(cmd.Context(), metav1.ListOptions{LabelSelector: sel.String()})
-				if err != nil {
-					return fmt.Errorf("list nodes of pool %s: %w", p.Name, err)
-				}
-				fmt.Fprintf(out, "\nPOOL %s\n", p.Name)
-				printNodes(out, nodes.Items, time.Now())
-			}
-			return nil
-		},
+			"schedulability, how long unavailable and why. -o wide adds the grant, target, staged target and\n" +
+			"zone; -o json|yaml print the structure docs/status.md documents. --watch prints again whenever a\n" +
+			"Node or UpdatePool changes what is shown (json: one object a line; yaml: one document each), until\n" +
+			"interrupted." + exitCodesHelp("1 failed (the API server refused a request, POOL does not exist)"),
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: completePools(&f.conn),
+		RunE:              func(cmd *cobra.Command, args []string) error { return runStatus(cmd, f, args) },
 	}
-	conn.register(cmd, false)
+	cmd.Flags().VarP(&f.output, "output", "o", "output format: json, yaml or wide (default: the tables)")
+	cmd.Flags().BoolVarP(&f.watch, "watch", "w", false, "after printing, watch Nodes and UpdatePools and print again on every change")
+	f.conn.register(cmd, false)
 	return cmd
 }
 
-func condStatus(p v1alpha1.UpdatePool, t string) string {
-	if c := meta.FindStatusCondition(p.Status.Conditions, t); c != nil {
-		return string(c.Status)
+func runStatus(cmd *cobra.Command, f statusFlags, args []string) error {
+	cfg, err := f.conn.restConfig()
+	if err != nil {
+		return err
 	}
-	return "Unknown"
+	client, err := kube.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("create Kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("create dynamic client: %w", err)
+	}
+	poolAPI := dyn.Resource(v1alpha1.UpdatePoolResource())
+	ctx := cmd.Context()
+	list, err := poolAPI.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list UpdatePools: %w", err)
+	}
+	nodes, err := client.Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list nodes: %w", err)
+	}
+	objs := make([]any, len(list.Items))
+	for i := range list.Items {
+		objs[i] = &list.Items[i]
+	}
+	p := statusPrinter{out: cmd.OutOrStdout(), format: f.output.value, pool: poolArg(args)}
+	if _, err := p.print(objs, nodes.Items); err != nil {
+		return err
+	}
+	if !f.watch {
+		return nil
+	}
+	return watchStatus(ctx, client, poolAPI, p)
 }
 
-// printPools prints the table `oc get mcp` users know.
-func printPools(out io.Writer, pools []v1alpha1.UpdatePool) {
-	w := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
-	fmt.Fprintln(w, "NAME\tCONFIG\tUPDATED\tUPDATING\tDEGRADED\tMACHINECOUNT\tREADYMACHINECOUNT\tUPDATEDMACHINECOUNT\tDEGRADEDMACHINECOUNT")
-	for _, p := range pools {
-		s := p.Status
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", p.Name, s.ConfigName,
-			condStatus(p, v1alpha1.PoolUpdated), condStatus(p, v1alpha1.PoolUpdating), condStatus(p, v1alpha1.PoolDegraded),
-			s.MachineCount, s.ReadyMachineCount, s.UpdatedMachineCount, s.DegradedMachineCount)
+func poolArg(args []string) string {
+	if len(args) == 1 {
+		return args[0]
 	}
-	w.Flush()
+	return ""
 }
 
-// printNodes prints each node's update step, how long it has been
-// unavailable and why it waits or failed.
-func printNodes(out io.Writer, nodes []corev1.Node, now time.Time) {
-	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
-	w := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
-	fmt.Fprintln(w, "NODE\tSTATE\tGRANTED\tSCHEDULABLE\tUNAVAILABLE FOR\tREASON")
-	for _, n := range nodes {
-		a := n.Annotations
-		state := a[v1alpha1.AnnotationState]
-		if state == "" {
-			state = "-"
+// statusPrinter prints a report when it differs from the last one it
+// printed.
+type statusPrinter struct {
+	out    io.Writer
+	format string
+	// pool, when not empty, is the one pool shown.
+	pool string
+	last string
+}
+
+// print decodes the pools (unstructured UpdatePools) and prints their
+// report unless it is the one printed last; printed says whether it did.
+func (p *statusPrinter) print(pools []any, nodes []corev1.Node) (printed bool, err error) {
+	var shown []v1alpha1.UpdatePool
+	for _, obj := range pools {
+		u, ok := obj.(interface{ UnstructuredContent() map[string]any })
+		if !ok {
+			continue
 		}
-		granted := "no"
-		if _, ok := a[v1alpha1.AnnotationGrant]; ok {
-			granted = "yes"
+		var pool v1alpha1.UpdatePool
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), &pool); err != nil {
+			return false, fmt.Errorf("decode UpdatePool: %w", err)
 		}
-		since := "-"
-		if t, err := time.Parse(time.RFC3339Nano, a[v1alpha1.AnnotationUnavailableSince]); err == nil {
-			since = now.Sub(t).Round(time.Second).String()
+		if p.pool == "" || pool.Name == p.pool {
+			shown = append(shown, pool)
 		}
-		reason := strings.ReplaceAll(a[v1alpha1.AnnotationReason], "\n", " ")
-		if reason == "" {
-			reason = "-"
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%v\t%s\t%s\n", n.Name, state, granted, !n.Spec.Unschedulable, since, reason)
 	}
-	w.Flush()
+	if p.pool != "" && len(shown) == 0 {
+		return false, fmt.Errorf("UpdatePool %q not found", p.pool)
+	}
+	r, err := buildReport(shown, nodes)
+	if err != nil {
+		return false, err
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return false, fmt.Errorf("encode report: %w", err)
+	}
+	if key := string(b); key == p.last {
+		return false, nil
+	}
+	if p.last != "" && p.format != "json" && p.format != "yaml" {
+		fmt.Fprintln(p.out)
+	}
+	p.last = string(b)
+	return true, printStatus(p.out, r, p.format, time.Now())
 }

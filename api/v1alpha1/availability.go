@@ -88,3 +88,16 @@ func Unavailable(node *corev1.Node, a NodeAvailability) (bool, string) {
 	}
 	return false, ""
 }
+
+// DrainBlockers is what blocks the node's drain in progress, from the
+// Drained condition the drain publishes within seconds of the first refused
+// eviction (the agent's own reason comes only when a drain attempt ends);
+// "" when the drain is not blocked.
+func DrainBlockers(n *corev1.Node) string {
+	for _, c := range n.Status.Conditions {
+		if c.Type == ConditionDrained && c.Status == corev1.ConditionFalse && c.Reason == "DrainBlocked" {
+			return c.Message
+		}
+	}
+	return ""
+}

@@ -103,6 +103,9 @@ func nodeRow(n corev1.Node) nodeReport {
 	r := nodeReport{Name: n.Name, Step: a[v1alpha1.AnnotationState], Target: a[v1alpha1.AnnotationTarget],
 		Staged: a[v1alpha1.AnnotationStaged], Grant: a[v1alpha1.AnnotationGrant], Schedulable: !n.Spec.Unschedulable,
 		Reason: strings.ReplaceAll(a[v1alpha1.AnnotationReason], "\n", " "), Zone: n.Labels[zoneLabel]}
+	if r.Reason == "" && r.Step == string(v1alpha1.StepDraining) {
+		r.Reason = strings.ReplaceAll(v1alpha1.DrainBlockers(&n), "\n", " ")
+	}
 	if t, err := time.Parse(time.RFC3339Nano, a[v1alpha1.AnnotationUnavailableSince]); err == nil {
 		r.UnavailableSince = &metav1.Time{Time: t}
 	}

@@ -250,3 +250,24 @@ func TestStatusWatchPrintsAgainOnChange(t *testing.T) {
 		patchNode(t, cp, nodes[0], map[string]string{v1alpha1.AnnotationState: "Draining"})
 	}
 }
+
+// A drain waiting on a PDB shows its blockers at once, from the Drained
+// condition the drain publishes, before the agent's own reason (written
+// when the drain attempt ends) says it.
+func TestStatusShowsDrainBlockersBeforeTheAttemptEnds(t *testing.T) {
+	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{
+		v1alpha1.AnnotationState: string(v1alpha1.StepDraining)}}}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: v1alpha1.ConditionDrained, Status: corev1.ConditionFalse,
+		Reason: "DrainBlocked", Message: "1 pod blocks the drain: pod a/b: eviction refused: PDB a/pdb allows 0 disruptions"}}
+	if got := nodeRow(n).Reason; !strings.Contains(got, "PDB a/pdb allows 0 disruptions") {
+		t.Errorf("reason of a drain blocked by a PDB = %q, want the Drained condition's blockers", got)
+	}
+	n.Annotations[v1alpha1.AnnotationReason] = "drain: the agent's own words"
+	if got := nodeRow(n).Reason; got != "drain: the agent's own words" {
+		t.Errorf("reason = %q, want the agent's reason once it has one", got)
+	}
+	n.Annotations = map[string]string{v1alpha1.AnnotationState: string(v1alpha1.StepStaged)}
+	if got := nodeRow(n).Reason; got != "" {
+		t.Errorf("reason of a Staged node = %q, want none: the Drained condition is an old drain's", got)
+	}
+}

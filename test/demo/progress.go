@@ -70,6 +70,9 @@ func (t *tracker) observe(n *corev1.Node, store cache.Store) {
 	}
 	tr.step, tr.unschedulable = v1alpha1.Step(n.Annotations[v1alpha1.AnnotationState]), n.Spec.Unschedulable
 	tr.reason = n.Annotations[v1alpha1.AnnotationReason]
+	if tr.reason == "" && tr.step == v1alpha1.StepDraining {
+		tr.reason = v1alpha1.DrainBlockers(n)
+	}
 	_, granted := n.Annotations[v1alpha1.AnnotationGrant]
 	switch {
 	case tr.step == v1alpha1.StepStaged && tr.staged.IsZero():

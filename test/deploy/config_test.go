@@ -16,7 +16,7 @@ import (
 // invalid values.
 func TestConfigExamples(t *testing.T) {
 	t.Parallel()
-	if _, err := daemon.LoadFileConfig(filepath.Join(manifestsDir(t), "host", "config.yaml")); err != nil {
+	if _, _, err := daemon.LoadFileConfig(filepath.Join(manifestsDir(t), "host", "config.yaml")); err != nil {
 		t.Errorf("manifests/host/config.yaml: %v", err)
 	}
 	data, err := os.ReadFile(filepath.Join(manifestsDir(t), "base", "agent-config.yaml"))
@@ -27,7 +27,7 @@ func TestConfigExamples(t *testing.T) {
 	if err := yaml.UnmarshalStrict(data, &cm); err != nil {
 		t.Fatalf("manifests/base/agent-config.yaml: %v", err)
 	}
-	cfg, err := daemon.ParseFileConfig([]byte(cm.Data["config.yaml"]))
+	cfg, _, err := daemon.ParseFileConfig([]byte(cm.Data["config.yaml"]))
 	if err != nil {
 		t.Fatalf("the DaemonSet's config.yaml: %v", err)
 	}

@@ -1,11 +1,13 @@
 package conditions
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,30 +62,40 @@ func DecodeFile(data []byte, out any, validate func() error) ([]string, error) {
 		}
 		value = d.value("", root, reflect.TypeOf(out).Elem(), 0)
 	}
-	if len(d.errs) > 0 {
-		return warnings, d.errs
-	}
+	// The values in error were left out: the rest decodes and validates,
+	// so that every problem is reported at once.
 	if value != nil {
 		data, err := json.Marshal(value)
+		if err == nil {
+			err = json.Unmarshal(data, out)
+		}
 		if err != nil {
-			return warnings, fmt.Errorf("invalid config: %w", err)
-		}
-		if err := json.Unmarshal(data, out); err != nil {
-			return warnings, fmt.Errorf("invalid config: %w", err)
+			return warnings, errors.Join(d.errs.Err(), fmt.Errorf("invalid config: %w", err))
 		}
 	}
-	if validate == nil {
-		return warnings, nil
-	}
-	err := validate()
-	var errs FieldErrors
-	if errors.As(err, &errs) {
-		for i := range errs {
-			errs[i].Line = d.lines[errs[i].Field]
+	if validate != nil {
+		err := validate()
+		var errs FieldErrors
+		if err != nil && !errors.As(err, &errs) {
+			return warnings, errors.Join(d.errs.Err(), err)
 		}
-		return warnings, errs
+		for _, e := range errs {
+			e.Line = d.lines[e.Field]
+			d.errs = append(d.errs, e)
+		}
 	}
-	return warnings, err
+	// In the file's order; values the file does not hold last.
+	slices.SortStableFunc(d.errs, func(a, b FieldError) int {
+		return cmp.Compare(lineOrder(a.Line), lineOrder(b.Line))
+	})
+	return warnings, d.errs.Err()
+}
+
+func lineOrder(line int) int {
+	if line == 0 {
+		return math.MaxInt
+	}
+	return line
 }
 
 // fileDecoder checks a YAML tree against a configuration type and builds

@@ -1,14 +1,12 @@
 package conditions
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/conditions/taints"
@@ -84,18 +82,13 @@ func DefaultTaintPolicy() []TaintPolicy {
 	return rows
 }
 
-// ParseConfig reads YAML over the defaults and validates the result. The
-// agent's file holds more than the health part: daemon.ParseFileConfig
-// reads that.
+// ParseConfig reads YAML over the defaults and validates the result
+// (DecodeFile; its warnings are dropped). The agent's file holds more than
+// the health part: daemon.ParseFileConfig reads that.
 func ParseConfig(data []byte) (Config, error) {
 	cfg := DefaultConfig()
-	if len(bytes.TrimSpace(data)) > 0 {
-		// A list in the file replaces the default list whole.
-		if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-			return Config{}, fmt.Errorf("parse: %w", err)
-		}
-	}
-	if err := cfg.Validate(); err != nil {
+	// A list in the file replaces the default list whole.
+	if _, err := DecodeFile(data, &cfg, cfg.Validate); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil
@@ -174,10 +167,17 @@ type FieldError struct {
 	Value any
 	// Why says what a valid value looks like.
 	Why string
+	// Line is the value's line in the file; 0 when the file does not
+	// hold it (a default, a flag).
+	Line int
 }
 
 func (e FieldError) Error() string {
-	return fmt.Sprintf("%s: invalid value %q: %s", e.Field, fmt.Sprint(e.Value), e.Why)
+	msg := fmt.Sprintf("%s: invalid value %q: %s", e.Field, fmt.Sprint(e.Value), e.Why)
+	if e.Line > 0 {
+		return fmt.Sprintf("line %d: %s", e.Line, msg)
+	}
+	return msg
 }
 
 // FieldErrors are every invalid value of a configuration. As an error it
@@ -187,6 +187,10 @@ type FieldErrors []FieldError
 // Add records an invalid value.
 func (errs *FieldErrors) Add(field string, value any, why string) {
 	*errs = append(*errs, FieldError{Field: field, Value: value, Why: why})
+}
+
+func (errs *FieldErrors) addAt(line int, field string, value any, why string) {
+	*errs = append(*errs, FieldError{Field: field, Value: value, Why: why, Line: line})
 }
 
 // Err is errs as an error, nil when there are none.

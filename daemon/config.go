@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/nodeward/nodeward/api/kube/metricsauth"
 	"github.com/nodeward/nodeward/conditions"
@@ -58,33 +56,32 @@ func DefaultFileConfig() FileConfig {
 	}
 }
 
-// LoadFileConfig reads a YAML file over the defaults. Unknown fields and
-// invalid values are refused with the field and the value named.
-func LoadFileConfig(path string) (FileConfig, error) {
+// LoadFileConfig reads a YAML file over the defaults (ParseFileConfig).
+// The warnings are for the operator's log.
+func LoadFileConfig(path string) (FileConfig, []string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return FileConfig{}, fmt.Errorf("read config: %w", err)
+		return FileConfig{}, nil, fmt.Errorf("read config: %w", err)
 	}
-	cfg, err := ParseFileConfig(data)
+	cfg, warnings, err := ParseFileConfig(data)
 	if err != nil {
-		return FileConfig{}, fmt.Errorf("config %s: %w", path, err)
+		return FileConfig{}, warnings, fmt.Errorf("config %s: %w", path, err)
 	}
-	return cfg, nil
+	return cfg, warnings, nil
 }
 
-// ParseFileConfig reads YAML over the defaults and validates the result.
-func ParseFileConfig(data []byte) (FileConfig, error) {
+// ParseFileConfig reads YAML over the defaults and validates the result
+// (conditions.DecodeFile): every unknown field, value of the wrong type and
+// invalid value is refused at once, each with its path, value and line. A
+// file without apiVersion and kind loads with a warning.
+func ParseFileConfig(data []byte) (FileConfig, []string, error) {
 	cfg := DefaultFileConfig()
-	if len(bytes.TrimSpace(data)) > 0 {
-		// A list in the file replaces the default list whole.
-		if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-			return FileConfig{}, fmt.Errorf("parse: %w", err)
-		}
+	// A list in the file replaces the default list whole.
+	warnings, err := conditions.DecodeFile(data, &cfg, cfg.Validate)
+	if err != nil {
+		return FileConfig{}, warnings, err
 	}
-	if err := cfg.Validate(); err != nil {
-		return FileConfig{}, err
-	}
-	return cfg, nil
+	return cfg, warnings, nil
 }
 
 // Validate refuses values the agent cannot run with, naming the field; the

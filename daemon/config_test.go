@@ -28,7 +28,7 @@ func TestDefaultFileConfigIsValid(t *testing.T) {
 // configuration share the file's top level, as in the shipped examples.
 func TestFileConfigKeepsOneTopLevel(t *testing.T) {
 	t.Parallel()
-	cfg, err := ParseFileConfig([]byte(`
+	cfg, _, err := ParseFileConfig([]byte(`
 procRoot: /host/proc
 metricsAddress: 127.0.0.1:9999
 textfileDirectory: /var/lib/node_exporter/textfile_collector
@@ -48,7 +48,7 @@ pids: {maxUsedPercent: 50}
 	if cfg.Disk.MinAvailablePercent != 10 || len(cfg.Taints) != 5 {
 		t.Errorf("unset fields must keep defaults: disk %+v, %d taint rows", cfg.Disk, len(cfg.Taints))
 	}
-	if _, err := LoadFileConfig(filepath.Join("..", "manifests", "host", "config.yaml")); err != nil {
+	if _, _, err := LoadFileConfig(filepath.Join("..", "manifests", "host", "config.yaml")); err != nil {
 		t.Errorf("manifests/host/config.yaml: %v", err)
 	}
 }
@@ -69,7 +69,7 @@ func TestInvalidFileConfigNamesFieldAndValue(t *testing.T) {
 		{"taints: [{condition: NodewardPIDPressure, key: a, effect: Never}]", "taints[0].effect", "Never"},
 	}
 	for _, c := range cases {
-		_, err := ParseFileConfig([]byte(c.yaml))
+		_, _, err := ParseFileConfig([]byte(c.yaml))
 		if err == nil {
 			t.Errorf("%s: accepted", c.yaml)
 			continue
@@ -79,7 +79,7 @@ func TestInvalidFileConfigNamesFieldAndValue(t *testing.T) {
 		}
 	}
 	for _, unknown := range []string{"memroy", "metricsAdress"} {
-		if _, err := ParseFileConfig([]byte(unknown + ": {}")); err == nil || !strings.Contains(err.Error(), unknown) {
+		if _, _, err := ParseFileConfig([]byte(unknown + ": {}")); err == nil || !strings.Contains(err.Error(), unknown) {
 			t.Errorf("unknown field %s: %v, want a refusal naming it", unknown, err)
 		}
 	}
@@ -91,11 +91,11 @@ func TestLoadFileConfig(t *testing.T) {
 	if err := os.WriteFile(path, []byte("pids: {maxUsedPercent: 50}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := LoadFileConfig(path)
+	cfg, _, err := LoadFileConfig(path)
 	if err != nil || cfg.PIDs.MaxUsedPercent != 50 {
 		t.Fatalf("LoadFileConfig = %+v, %v", cfg.PIDs, err)
 	}
-	if _, err := LoadFileConfig(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
+	if _, _, err := LoadFileConfig(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
 		t.Error("missing file accepted")
 	}
 }
@@ -109,7 +109,7 @@ func FuzzParseFileConfig(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		cfg, err := ParseFileConfig([]byte(s))
+		cfg, _, err := ParseFileConfig([]byte(s))
 		if err != nil {
 			return
 		}
@@ -133,7 +133,7 @@ func FuzzParseFileConfig(f *testing.F) {
 
 func TestMetricsAuthFileConfig(t *testing.T) {
 	t.Parallel()
-	cfg, err := ParseFileConfig([]byte("metricsAuth: kubernetes\nmetricsTLSCertFile: /tls/tls.crt\nmetricsTLSKeyFile: /tls/tls.key\n"))
+	cfg, _, err := ParseFileConfig([]byte("metricsAuth: kubernetes\nmetricsTLSCertFile: /tls/tls.crt\nmetricsTLSKeyFile: /tls/tls.key\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestMetricsAuthFileConfig(t *testing.T) {
 		t.Errorf("default metricsAuth %q, want none (loopback, host service)", d.MetricsAuth)
 	}
 	for _, bad := range []string{"metricsAuth: basic", "metricsTLSCertFile: /tls/tls.crt"} {
-		if _, err := ParseFileConfig([]byte(bad)); err == nil {
+		if _, _, err := ParseFileConfig([]byte(bad)); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}

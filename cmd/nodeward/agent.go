@@ -39,7 +39,7 @@ func newAgentCommand(g *globals) *cobra.Command {
 			if err := host.validate(); err != nil {
 				return usageError(err)
 			}
-			cfg, err := flags.load(cmd)
+			cfg, err := flags.load(cmd, g.logger)
 			if err != nil {
 				return configError(err)
 			}
@@ -173,13 +173,20 @@ func (f *healthFlags) registerAgent(cmd *cobra.Command) {
 	fl.StringVar(&f.hostRoot, "host-root", d.HostRoot, "the host's root filesystem in this container (e.g. /host): rpm-ostree, journalctl and systemctl run chrooted into it; empty runs them directly")
 }
 
-// load reads the file (defaults without one), applies the flags that were
-// set and validates the result.
-func (f *healthFlags) load(cmd *cobra.Command) (daemon.FileConfig, error) {
+// load reads the file (defaults without one), logs its warnings, applies
+// the flags that were set and validates the result.
+func (f *healthFlags) load(cmd *cobra.Command, log *slog.Logger) (daemon.FileConfig, error) {
 	cfg := daemon.DefaultFileConfig()
 	if f.configPath != "" {
-		var err error
-		if cfg, err = daemon.LoadFileConfig(f.configPath); err != nil {
+		var (
+			warnings []string
+			err      error
+		)
+		cfg, warnings, err = daemon.LoadFileConfig(f.configPath)
+		for _, w := range warnings {
+			log.Warn(w, "config", f.configPath)
+		}
+		if err != nil {
 			return daemon.FileConfig{}, err
 		}
 	}

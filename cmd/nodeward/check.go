@@ -11,7 +11,7 @@ import (
 	"github.com/nodeward/nodeward/conditions"
 )
 
-func newCheckCommand() *cobra.Command {
+func newCheckCommand(g *globals) *cobra.Command {
 	var (
 		asJSON bool
 		flags  healthFlags
@@ -23,7 +23,7 @@ func newCheckCommand() *cobra.Command {
 			"No cluster is needed." + exitCodesHelp("1 unhealthy: a condition is True", "2 a probe could not run"),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := flags.load(cmd)
+			cfg, err := flags.load(cmd, g.logger)
 			if err != nil {
 				return configError(err)
 			}

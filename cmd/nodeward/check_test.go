@@ -58,3 +58,37 @@ func TestCheckTakesOnlyWhatItUses(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckBadConfig: a malformed file exits 78 with every problem named,
+// with its line; a file without apiVersion and kind runs with one warning.
+func TestCheckBadConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("apiVersion: nodeward.io/v1alpha1\nkind: KubeletConfiguration\n"+
+		"memory:\n  minAvailablePercent: lots\nmetricsAdress: 1.2.3.4:9\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code := run(t, "check", "--config", bad)
+	if code != exitConfig {
+		t.Errorf("exit %d, want %d\n%s", code, exitConfig, out)
+	}
+	for _, want := range []string{
+		`line 2: kind: invalid value "KubeletConfiguration": must be AgentConfig`,
+		`line 4: memory.minAvailablePercent: invalid value "lots": must be a number`,
+		`line 5: metricsAdress: invalid value "1.2.3.4:9": unknown field`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	old := filepath.Join(dir, "old.yaml")
+	if err := os.WriteFile(old, []byte("memory: {enabled: false}\ndisk: {enabled: false}\npids: {enabled: false}\n"+
+		"network: {enabled: false}\nruntime: {enabled: false}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code = run(t, "check", "--config", old)
+	if code != 0 || strings.Count(out, "kind: AgentConfig") != 1 || !strings.Contains(out, "level=WARN") {
+		t.Errorf("old file: exit %d, want 0 and one warning naming the lines to add:\n%s", code, out)
+	}
+}

@@ -42,7 +42,7 @@ func newRootCommand() *cobra.Command {
 		newVersionCommand(),
 		newAgentCommand(g),
 		newCoordinatorCommand(g),
-		newCheckCommand(),
+		newCheckCommand(g),
 		newDrainCommand(g),
 		newUncordonCommand(),
 		newStatusCommand(),

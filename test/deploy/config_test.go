@@ -16,8 +16,8 @@ import (
 // invalid values.
 func TestConfigExamples(t *testing.T) {
 	t.Parallel()
-	if _, err := daemon.LoadFileConfig(filepath.Join(manifestsDir(t), "host", "config.yaml")); err != nil {
-		t.Errorf("manifests/host/config.yaml: %v", err)
+	if _, warnings, err := daemon.LoadFileConfig(filepath.Join(manifestsDir(t), "host", "config.yaml")); err != nil || len(warnings) > 0 {
+		t.Errorf("manifests/host/config.yaml: %v, warnings %q (apiVersion and kind are required)", err, warnings)
 	}
 	data, err := os.ReadFile(filepath.Join(manifestsDir(t), "base", "agent-config.yaml"))
 	if err != nil {
@@ -27,9 +27,9 @@ func TestConfigExamples(t *testing.T) {
 	if err := yaml.UnmarshalStrict(data, &cm); err != nil {
 		t.Fatalf("manifests/base/agent-config.yaml: %v", err)
 	}
-	cfg, err := daemon.ParseFileConfig([]byte(cm.Data["config.yaml"]))
-	if err != nil {
-		t.Fatalf("the DaemonSet's config.yaml: %v", err)
+	cfg, warnings, err := daemon.ParseFileConfig([]byte(cm.Data["config.yaml"]))
+	if err != nil || len(warnings) > 0 {
+		t.Fatalf("the DaemonSet's config.yaml: %v, warnings %q (apiVersion and kind are required)", err, warnings)
 	}
 	if cfg.ProcRoot != "/host/proc" || cfg.MetricsAuth != "kubernetes" {
 		t.Errorf("DaemonSet config: procRoot %q, metricsAuth %q; the pod spec mounts the host's /proc at /host/proc, and /metrics on the node's address must need a token",

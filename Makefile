@@ -45,10 +45,18 @@ image:
 testbin:
 	bash test/tools/install.sh >/dev/null
 
+# deps installs the Debian packages the tests need (as root; otherwise it
+# names them and the command that installs them); deps-demo, the demo's.
+deps:
+	bash test/tools/deps.sh test
+
+deps-demo:
+	bash test/tools/deps.sh demo
+
 # test runs everything: unit tests and the end-to-end tests against the real
 # control plane. Tests that need the control plane find it through
 # NODEWARD_TESTBIN_DIR.
-test: testbin build
+test: deps testbin build
 	NODEWARD_TESTBIN_DIR="$$(bash test/tools/install.sh 2>/dev/null | tail -1)" \
 		go test $(TEST_FLAGS) ./...
 	# The Helm chart against the kustomize manifests: its own module, so that
@@ -69,7 +77,7 @@ lint:
 
 # demo rolls a new OS out over 6 simulated nodes on the local control plane
 # (coordinator, UpdatePool maxUnavailable 2) and leaves no process behind.
-demo: testbin
+demo: deps-demo testbin
 	NODEWARD_TESTBIN_DIR="$$(bash test/tools/install.sh 2>/dev/null | tail -1)" go run ./test/demo
 
 # chaos runs the full chaos run (docs/reliability.md): 30 real agent

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# deps.sh installs the Debian packages `make test` (deps.sh test) or
+# `make demo` (deps.sh demo) needs, so that on a fresh Debian machine those
+# two commands do all the set-up. As root it runs apt-get update and install
+# for what is missing; otherwise it names what is missing and the command
+# that installs it, and lets the tests that need it skip (under CI=true they
+# fail instead).
+set -euo pipefail
+
+case "${1:-test}" in
+demo)
+	# the demo's simulated hosts reboot through a fake logind on a private D-Bus
+	pkgs=(dbus-daemon)
+	;;
+test)
+	# containerd, runc, containernetworking-plugins: the runtime probe and
+	# test/node's real kubelet node; iproute2: network namespaces;
+	# dbus-daemon: the fake logind; systemd-container, mmdebstrap, zstd:
+	# test/hostmode's systemd-nspawn machines; prometheus: promtool.
+	pkgs=(containerd runc containernetworking-plugins iproute2 dbus-daemon util-linux systemd-container mmdebstrap zstd prometheus)
+	;;
+*)
+	echo "usage: $0 test|demo" >&2
+	exit 64
+	;;
+esac
+
+need=()
+for pkg in "${pkgs[@]}"; do
+	dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+((${#need[@]})) || exit 0
+
+if ((EUID != 0)); then
+	echo "missing Debian packages: ${need[*]}" >&2
+	echo "install them with: sudo apt-get update && sudo apt-get install -y --no-install-recommends ${need[*]}" >&2
+	echo "(tests that need them skip until then)" >&2
+	exit 0
+fi
+echo "installing Debian packages: ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${need[@]}"
+# Their packages start a system containerd and a Prometheus; the tests run
+# their own containerd and need only promtool.
+for svc in containerd prometheus; do
+	if [[ " ${need[*]} " == *" $svc "* ]]; then
+		systemctl stop "$svc" >/dev/null 2>&1 || true
+	fi
+done

@@ -132,7 +132,11 @@ func (w *StallWarner) WaitForSync(ctx context.Context, synced []cache.InformerSy
 }
 
 // ListerWatcher wraps lw so that its list and watch errors reach Observe:
-// the warning then names why the informer does not sync.
+// the warning then names why the informer does not sync. Its calls also
+// time the waits after the first sync: an informer whose watch broke (an
+// API server restart) retries its list and watch, and a failing retry
+// starts a wait that warns as the first one does, a succeeding one ends it
+// (with an info line when it had warned).
 func (w *StallWarner) ListerWatcher(lw cache.ListerWatcher) cache.ListerWatcher {
 	return &observedLW{inner: cache.ToListerWatcherWithContext(lw), w: w}
 }
@@ -144,14 +148,26 @@ type observedLW struct {
 
 func (o *observedLW) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 	obj, err := o.inner.ListWithContext(ctx, opts)
-	o.w.Observe(err)
+	o.w.call(err)
 	return obj, err
 }
 
 func (o *observedLW) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	wi, err := o.inner.WatchWithContext(ctx, opts)
-	o.w.Observe(err)
+	o.w.call(err)
 	return wi, err
+}
+
+// call records the outcome of one list or watch call: a failure keeps (or
+// starts) the wait, a success ends it.
+func (w *StallWarner) call(err error) {
+	now := time.Now()
+	if err != nil {
+		w.Observe(err)
+		w.Pending(now)
+		return
+	}
+	w.Reached(now, false)
 }
 
 func (o *observedLW) List(opts metav1.ListOptions) (runtime.Object, error) {

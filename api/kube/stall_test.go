@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -63,5 +67,60 @@ func TestRetryOnConflictKeepsTimeouts(t *testing.T) {
 	}
 	if err := RetryOnConflict(retry.DefaultBackoff, func() error { return nil }); err != nil {
 		t.Errorf("success: %v", err)
+	}
+}
+
+// flakyLW lists an empty NodeList, or fails while fail is set.
+type flakyLW struct{ fail bool }
+
+func (f *flakyLW) List(metav1.ListOptions) (runtime.Object, error) {
+	if f.fail {
+		return nil, errors.New("dial tcp: connection refused")
+	}
+	return &corev1.NodeList{}, nil
+}
+
+func (f *flakyLW) Watch(metav1.ListOptions) (watch.Interface, error) {
+	if f.fail {
+		return nil, errors.New("dial tcp: connection refused")
+	}
+	return watch.NewEmptyWatch(), nil
+}
+
+// TestStallWarnerSeesAWatchBreakAfterTheSync: after the first sync, an
+// informer whose list and watch keep failing (an API server restart) warns
+// with the server and the error once the interval has passed, and says so
+// when a call succeeds again; calls that succeed say nothing.
+func TestStallWarnerSeesAWatchBreakAfterTheSync(t *testing.T) {
+	var buf bytes.Buffer
+	w := &StallWarner{Log: slog.New(slog.NewTextHandler(&buf, nil)), Server: "https://api.test:6443", What: "node watch",
+		Interval: 20 * time.Millisecond}
+	lw := &flakyLW{}
+	observed := w.ListerWatcher(lw)
+	if _, err := observed.List(metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if buf.Len() != 0 {
+		t.Fatalf("a succeeding list logged: %s", buf.String())
+	}
+	lw.fail = true
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(buf.String(), "level=WARN") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warning while the list kept failing: %q", buf.String())
+		}
+		if _, err := observed.Watch(metav1.ListOptions{}); err == nil {
+			t.Fatal("the failing watch succeeded")
+		}
+	}
+	if out := buf.String(); !strings.Contains(out, "api.test:6443") || !strings.Contains(out, "connection refused") {
+		t.Errorf("warning does not name the server and the error: %s", out)
+	}
+	lw.fail = false
+	if _, err := observed.List(metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "node watch synced") {
+		t.Errorf("no info line once the list succeeded again: %s", buf.String())
 	}
 }

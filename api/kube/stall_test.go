@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -96,8 +97,9 @@ func TestStallWarnerSeesAWatchBreakAfterTheSync(t *testing.T) {
 	w := &StallWarner{Log: slog.New(slog.NewTextHandler(&buf, nil)), Server: "https://api.test:6443", What: "node watch",
 		Interval: 20 * time.Millisecond}
 	lw := &flakyLW{}
-	observed := w.ListerWatcher(lw)
-	if _, err := observed.List(metav1.ListOptions{}); err != nil {
+	observed := cache.ToListerWatcherWithContext(w.ListerWatcher(lw))
+	ctx := context.Background()
+	if _, err := observed.ListWithContext(ctx, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if buf.Len() != 0 {
@@ -109,7 +111,7 @@ func TestStallWarnerSeesAWatchBreakAfterTheSync(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no warning while the list kept failing: %q", buf.String())
 		}
-		if _, err := observed.Watch(metav1.ListOptions{}); err == nil {
+		if _, err := observed.WatchWithContext(ctx, metav1.ListOptions{}); err == nil {
 			t.Fatal("the failing watch succeeded")
 		}
 	}
@@ -117,7 +119,7 @@ func TestStallWarnerSeesAWatchBreakAfterTheSync(t *testing.T) {
 		t.Errorf("warning does not name the server and the error: %s", out)
 	}
 	lw.fail = false
-	if _, err := observed.List(metav1.ListOptions{}); err != nil {
+	if _, err := observed.ListWithContext(ctx, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(buf.String(), "node watch synced") {

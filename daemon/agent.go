@@ -19,6 +19,7 @@ import (
 	"github.com/nodeward/nodeward/api/kube/metricsauth"
 	"github.com/nodeward/nodeward/conditions"
 	"github.com/nodeward/nodeward/daemon/health"
+	"github.com/nodeward/nodeward/daemon/mco"
 	"github.com/nodeward/nodeward/daemon/update"
 	"github.com/nodeward/nodeward/drain"
 )
@@ -273,7 +274,7 @@ func (a *Agent) protocol(rc *rest.Config, name string) (update.Protocol, error) 
 		if err != nil {
 			return nil, fmt.Errorf("create dynamic client: %w", err)
 		}
-		return &update.MCOProtocol{Client: a.client, Dynamic: dyn, Node: a.cfg.NodeName}, nil
+		return &mco.Protocol{Client: a.client, Dynamic: dyn, Node: a.cfg.NodeName}, nil
 	}
 	return nil, fmt.Errorf("protocol %q: want nodeward or mco", name)
 }

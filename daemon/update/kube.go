@@ -13,9 +13,9 @@ import (
 	"github.com/nodeward/nodeward/api/kube"
 )
 
-// patchAnnotations sets (value non-nil) or removes (nil) annotations of a
+// PatchAnnotations sets (value non-nil) or removes (nil) annotations of a
 // node with a JSON merge patch, which touches no other key.
-func patchAnnotations(ctx context.Context, client *kube.Client, node string, set map[string]*string) error {
+func PatchAnnotations(ctx context.Context, client *kube.Client, node string, set map[string]*string) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": set}})
 	if err != nil {
 		return fmt.Errorf("encode annotation patch: %w", err)

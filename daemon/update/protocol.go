@@ -56,7 +56,7 @@ func (p *AnnotationProtocol) Desired(_ context.Context, node *corev1.Node) (Desi
 
 // Report implements Protocol with one merge patch of the agent's keys.
 func (p *AnnotationProtocol) Report(ctx context.Context, st State) error {
-	return patchAnnotations(ctx, p.Client, p.Node, ReportAnnotations(st))
+	return PatchAnnotations(ctx, p.Client, p.Node, ReportAnnotations(st))
 }
 
 // ReportAnnotations are the agent's keys for st, as a merge patch: a nil

@@ -12,8 +12,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nodeward/nodeward/daemon/mco"
 	"github.com/nodeward/nodeward/daemon"
-	"github.com/nodeward/nodeward/daemon/update"
 	"github.com/nodeward/nodeward/test/cluster"
 	"github.com/nodeward/nodeward/test/sim"
 )
@@ -40,16 +40,16 @@ func TestMCOMode(t *testing.T) {
 			"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
 			"metadata": map[string]any{"name": name}, "spec": spec,
 		}}
-		if _, err := dyn.Resource(update.MachineConfigResource()).Create(context.Background(), mc, metav1.CreateOptions{}); err != nil {
+		if _, err := dyn.Resource(mco.MachineConfigResource()).Create(context.Background(), mc, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create MachineConfig %s: %v", name, err)
 		}
 		t.Cleanup(func() {
-			_ = dyn.Resource(update.MachineConfigResource()).Delete(context.Background(), name, metav1.DeleteOptions{})
+			_ = dyn.Resource(mco.MachineConfigResource()).Delete(context.Background(), name, metav1.DeleteOptions{})
 		})
 	}
 	p := newPool(t, "mco", poolOptions{count: 2,
 		spec: cluster.NodeSpec{Annotations: map[string]string{
-			update.MCOCurrentConfig: "rendered-mco-1", update.MCODesiredConfig: "rendered-mco-1"}},
+			mco.AnnotationCurrentConfig: "rendered-mco-1", mco.AnnotationDesiredConfig: "rendered-mco-1"}},
 		tune: func(n *sim.SimNode) {
 			n.Host = sim.NewSimHost("quay.io/openshift/os@sha256:1111")
 			n.RebootDelay = time.Second // long enough to see Working
@@ -57,14 +57,14 @@ func TestMCOMode(t *testing.T) {
 		}})
 	p.startAgents()
 	for _, name := range p.names {
-		p.waitAnnotation(name, update.MCOState, update.MCOStateDone)
+		p.waitAnnotation(name, mco.AnnotationState, mco.StateDone)
 	}
 	updated, other := p.names[0], p.names[1]
 	patchNode(t, p, updated, map[string]any{"metadata": map[string]any{"annotations": map[string]any{
-		update.MCODesiredConfig: "rendered-mco-2"}}})
-	p.waitAnnotation(updated, update.MCOState, update.MCOStateWorking)
-	p.waitAnnotation(updated, update.MCOCurrentConfig, "rendered-mco-2")
-	p.waitAnnotation(updated, update.MCOState, update.MCOStateDone)
+		mco.AnnotationDesiredConfig: "rendered-mco-2"}}})
+	p.waitAnnotation(updated, mco.AnnotationState, mco.StateWorking)
+	p.waitAnnotation(updated, mco.AnnotationCurrentConfig, "rendered-mco-2")
+	p.waitAnnotation(updated, mco.AnnotationState, mco.StateDone)
 
 	host := p.nodes[updated].Host
 	booted, _ := host.Booted(context.Background())
@@ -95,7 +95,7 @@ func installMachineConfigCRD(t *testing.T, dyn dynamic.Interface) {
 		t.Fatalf("install MachineConfig CRD: %v", err)
 	}
 	cluster.WaitFor(t, 30*time.Second, "MachineConfig CRD served", func(ctx context.Context) (bool, error) {
-		_, err := dyn.Resource(update.MachineConfigResource()).List(ctx, metav1.ListOptions{})
+		_, err := dyn.Resource(mco.MachineConfigResource()).List(ctx, metav1.ListOptions{})
 		return err == nil, err
 	})
 }

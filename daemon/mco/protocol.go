@@ -1,4 +1,4 @@
-package update
+package mco
 
 import (
 	"context"
@@ -14,19 +14,20 @@ import (
 
 	"github.com/nodeward/nodeward/api/kube"
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/daemon/update"
 )
 
 // The machine-config-daemon's node annotations, which an OpenShift Machine
 // Config Operator's node controller reads and writes.
 const (
-	MCOCurrentConfig = "machineconfiguration.openshift.io/currentConfig"
-	MCODesiredConfig = "machineconfiguration.openshift.io/desiredConfig"
-	MCOState         = "machineconfiguration.openshift.io/state"
-	MCOReason        = "machineconfiguration.openshift.io/reason"
+	AnnotationCurrentConfig = "machineconfiguration.openshift.io/currentConfig"
+	AnnotationDesiredConfig = "machineconfiguration.openshift.io/desiredConfig"
+	AnnotationState         = "machineconfiguration.openshift.io/state"
+	AnnotationReason        = "machineconfiguration.openshift.io/reason"
 
-	MCOStateDone     = "Done"
-	MCOStateWorking  = "Working"
-	MCOStateDegraded = "Degraded"
+	StateDone     = "Done"
+	StateWorking  = "Working"
+	StateDegraded = "Degraded"
 )
 
 // MachineConfigResource is the MachineConfig resource, cluster-scoped.
@@ -34,7 +35,7 @@ func MachineConfigResource() schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: "machineconfiguration.openshift.io", Version: "v1", Resource: "machineconfigs"}
 }
 
-// MCOProtocol lets an existing MCO node controller coordinate nodeward
+// Protocol lets an existing MCO node controller coordinate nodeward
 // (--protocol=mco). The controller picks the nodes to update by setting
 // desiredConfig, so a desiredConfig different from currentConfig is the
 // grant; the target is the named MachineConfig's osImageURL followed by its
@@ -42,7 +43,7 @@ func MachineConfigResource() schema.GroupVersionResource {
 // reason, and sets currentConfig to desiredConfig when done, as the
 // machine-config-daemon does. There is no pre-staging (the target is known
 // only with the grant) and no yield (the MCO has no such notion).
-type MCOProtocol struct {
+type Protocol struct {
 	Client  *kube.Client
 	Dynamic dynamic.Interface
 	Node    string
@@ -51,24 +52,24 @@ type MCOProtocol struct {
 }
 
 // Desired implements Protocol.
-func (p *MCOProtocol) Desired(ctx context.Context, node *corev1.Node) (Desired, error) {
-	desired := node.Annotations[MCODesiredConfig]
+func (p *Protocol) Desired(ctx context.Context, node *corev1.Node) (update.Desired, error) {
+	desired := node.Annotations[AnnotationDesiredConfig]
 	if desired == "" {
-		return Desired{}, nil
+		return update.Desired{}, nil
 	}
 	target, err := p.target(ctx, desired)
 	if err != nil {
-		return Desired{}, err
+		return update.Desired{}, err
 	}
-	d := Desired{Target: target, GrantTarget: target}
-	if desired != node.Annotations[MCOCurrentConfig] {
+	d := update.Desired{Target: target, GrantTarget: target}
+	if desired != node.Annotations[AnnotationCurrentConfig] {
 		d.Grant = desired
 	}
 	return d, nil
 }
 
 // target reads osImageURL and kernelArguments of MachineConfig name.
-func (p *MCOProtocol) target(ctx context.Context, name string) (string, error) {
+func (p *Protocol) target(ctx context.Context, name string) (string, error) {
 	timeout := p.Timeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
@@ -77,7 +78,7 @@ func (p *MCOProtocol) target(ctx context.Context, name string) (string, error) {
 	defer cancel()
 	mc, err := p.Dynamic.Resource(MachineConfigResource()).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return "", fmt.Errorf("read MachineConfig %s named by %s: %w", name, MCODesiredConfig, err)
+		return "", fmt.Errorf("read MachineConfig %s named by %s: %w", name, AnnotationDesiredConfig, err)
 	}
 	image, _, err := unstructured.NestedString(mc.Object, "spec", "osImageURL")
 	if err != nil || image == "" {
@@ -91,26 +92,26 @@ func (p *MCOProtocol) target(ctx context.Context, name string) (string, error) {
 }
 
 // Report implements Protocol.
-func (p *MCOProtocol) Report(ctx context.Context, st State) error {
-	state, reason := MCOStateDone, ""
+func (p *Protocol) Report(ctx context.Context, st update.State) error {
+	state, reason := StateDone, ""
 	switch {
 	case st.Step == v1alpha1.StepDegraded || st.Step == v1alpha1.StepRolledBack || st.Step == v1alpha1.StepRollingBack:
-		state, reason = MCOStateDegraded, st.Reason
+		state, reason = StateDegraded, st.Reason
 	case st.Step.HoldsSlot():
-		state = MCOStateWorking
+		state = StateWorking
 	}
-	set := map[string]*string{MCOState: &state, MCOReason: &reason}
+	set := map[string]*string{AnnotationState: &state, AnnotationReason: &reason}
 	if st.Step == v1alpha1.StepDone && st.Target != "" {
 		node, err := p.Client.Nodes().Get(ctx, p.Node, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("get node %s: %w", p.Node, err)
 		}
-		desired := node.Annotations[MCODesiredConfig]
+		desired := node.Annotations[AnnotationDesiredConfig]
 		// Only claim the desired config when it is what was applied: the
 		// controller may have moved on while the agent finished.
 		if target, err := p.target(ctx, desired); err == nil && target == st.Target {
-			set[MCOCurrentConfig] = &desired
+			set[AnnotationCurrentConfig] = &desired
 		}
 	}
-	return patchAnnotations(ctx, p.Client, p.Node, set)
+	return update.PatchAnnotations(ctx, p.Client, p.Node, set)
 }

@@ -1,6 +1,7 @@
 package osupdate_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -391,4 +392,89 @@ func BenchmarkStatusCall(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestStageDeletedAndQuotedKernelArgs stages a target that adds quoted
+// kernel arguments and deletes others against the double, boots it (GRUB
+// moves and drops the quotes on the command line) and verifies it.
+func TestStageDeletedAndQuotedKernelArgs(t *testing.T) {
+	t.Parallel()
+	h := newHost(t, nil)
+	h.Update(t, func(s *rpmostree.State) {
+		s.Deployments[0].Kargs = []string{"rw", "mitigations=off", "oldarg", `dyndbg="file x.c +p"`}
+	})
+	c := ctx(t)
+	const tg = newImage + ` nodeward.test=1 foo="a b" cgroup_no_v1="all" !mitigations=off !oldarg !dyndbg="file x.c +p" !absent`
+	want := newRef + ` cgroup_no_v1="all" foo="a b" nodeward.test=1 !absent !dyndbg="file x.c +p" !mitigations=off !oldarg`
+	if got, err := h.u.Canonical(tg); err != nil || got != want {
+		t.Fatalf("Canonical = %q, %v; want %q", got, err, want)
+	}
+	if err := h.u.Stage(c, tg); err != nil {
+		t.Fatal(err)
+	}
+	s := h.State(t)
+	if s.Staged == nil || !s.Locked {
+		t.Fatalf("staged %+v locked %v", s.Staged, s.Locked)
+	}
+	wantKargs := []string{"rw", "nodeward.test=1", `foo="a b"`, `cgroup_no_v1="all"`}
+	if !sameSet(s.Staged.Kargs, wantKargs) {
+		t.Errorf("staged kernel arguments %q, want %q", s.Staged.Kargs, wantKargs)
+	}
+	var kargsCalls [][]string
+	for _, call := range s.Calls {
+		if call[0] == "kargs" {
+			kargsCalls = append(kargsCalls, call)
+		}
+	}
+	wantCall := []string{"kargs", "--lock-finalization", "--delete-if-present=absent", `--delete-if-present=dyndbg="file x.c +p"`,
+		"--delete-if-present=mitigations=off", "--delete-if-present=oldarg",
+		`--append-if-missing=cgroup_no_v1="all"`, `--append-if-missing=foo="a b"`, "--append-if-missing=nodeward.test=1"}
+	if len(kargsCalls) != 1 || !slices.Equal(kargsCalls[0], wantCall) {
+		t.Errorf("kargs calls %q, want one: %q", kargsCalls, wantCall)
+	}
+	// Staging again changes nothing (the record and the lock say staged).
+	if err := h.u.Stage(c, tg); err != nil || h.calls(t, "kargs") != 1 {
+		t.Fatalf("second Stage: %v, %d kargs calls", err, h.calls(t, "kargs"))
+	}
+	if err := h.u.Finalize(c, tg); err != nil {
+		t.Fatal(err)
+	}
+	h.Boot(t)
+	cmdline, err := os.ReadFile(h.CmdlinePath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range []string{`"foo=a b"`, " cgroup_no_v1=all", " nodeward.test=1"} {
+		if !strings.Contains(string(cmdline), part) {
+			t.Errorf("booted command line %q lacks %s", cmdline, part)
+		}
+	}
+	if err := h.u.Verify(c, tg); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := h.u.Booted(c); err != nil || got != want {
+		t.Fatalf("Booted = %q, %v; want %q", got, err, want)
+	}
+
+	// A deleted argument back on the command line (someone's kargs, a
+	// bootloader drop-in): not the target any more, and the reason says
+	// which argument.
+	if err := os.WriteFile(h.CmdlinePath(), append(bytes.TrimSpace(cmdline), " oldarg\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = h.u.Verify(c, tg)
+	var ve *osupdate.VerifyError
+	if !errors.As(err, &ve) || !slices.Contains(ve.Reasons, "deleted kernel arguments present: oldarg") || len(ve.Reasons) != 1 {
+		t.Fatalf("Verify with a deleted argument present = %v; want only that reason", err)
+	}
+	if got, err := h.u.Booted(c); err != nil || got != newRef {
+		t.Fatalf("Booted with a deleted argument present = %q, %v; want the image reference %q", got, err, newRef)
+	}
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -29,10 +30,16 @@ type Config struct {
 	// HostRoot, when set, is the host's root filesystem mounted in the
 	// agent's container: rpm-ostree and journalctl run chrooted into it
 	// (package hostexec). Empty runs them directly (the agent on the host).
-	HostRoot    string
-	Env         []string // extra environment for the CLI
+	HostRoot string
+	Env      []string // extra environment for the CLI
+	// AuthFile, when set, is the host's pull secret for image targets,
+	// usually KubeletPullSecret: before a rebase, OstreeAuthFile is made a
+	// link to it if it exists and OstreeAuthFile is absent (an existing
+	// OstreeAuthFile that is not that link is left alone, with a warning).
+	// An absolute host path; empty leaves OstreeAuthFile alone.
+	AuthFile    string
 	Policy      Policy
-	KernelArgs  []string      // added to every target
+	KernelArgs  []string      // added to every target, one argument each; "!arg" deletes
 	StatePath   string        // default /var/lib/nodeward/osupdate.json
 	CmdlinePath string        // default /proc/cmdline
 	Journal     JournalReader // default Journalctl{}
@@ -73,13 +80,20 @@ func New(cfg Config) (*Updater, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	for _, a := range cfg.KernelArgs {
-		if err := validateKernelArg(a); err != nil {
-			return nil, fmt.Errorf("config kernelArgs: %w", err)
-		}
+	if cfg.AuthFile != "" && !filepath.IsAbs(cfg.AuthFile) {
+		return nil, fmt.Errorf("config authFile %q: must be an absolute path on the host", cfg.AuthFile)
 	}
 	if _, err := cfg.Policy.ParseTarget("localhost/check:policy"); err != nil {
 		return nil, fmt.Errorf("config policy: %w", err)
+	}
+	// The same rules as a target's: `!` deletes, quotes allowed.
+	for _, a := range cfg.KernelArgs {
+		if err := validateKernelArg(strings.TrimPrefix(a, DeletePrefix)); err != nil {
+			return nil, fmt.Errorf("config kernelArgs: %w", err)
+		}
+	}
+	if _, err := cfg.Policy.ParseTarget("localhost/check:policy", cfg.KernelArgs...); err != nil {
+		return nil, fmt.Errorf("config kernelArgs: %w", err) // an argument both added and deleted
 	}
 	return &Updater{cfg: cfg, run: newRunner(cfg.Binary, cfg.Env, host)}, nil
 }
@@ -160,7 +174,7 @@ func (u *Updater) Booted(ctx context.Context) (string, error) {
 	}
 	if rec := state.Staged; rec != nil && rec.Checksum == b.Checksum {
 		if t, err := u.ParseTarget(rec.Target); err == nil {
-			if missing, _ := u.missingKernelArgs(t); len(missing) == 0 {
+			if missing, present, err := u.kernelArgMismatch(t); err == nil && len(missing) == 0 && len(present) == 0 {
 				return rec.Target, nil
 			}
 		}
@@ -198,11 +212,14 @@ func (u *Updater) Stage(ctx context.Context, target string) error {
 		}
 	}
 	if deploymentMatches(st.Booted(), t, "") && st.Staged() == nil {
-		if missing, err := u.missingKernelArgs(t); err == nil && len(missing) == 0 {
+		if missing, present, err := u.kernelArgMismatch(t); err == nil && len(missing) == 0 && len(present) == 0 {
 			return nil
 		}
 	}
 	if t.IsImage() {
+		if err := u.linkAuthFile(); err != nil {
+			return fmt.Errorf("staging %s: %w", t, err)
+		}
 		err = u.mutate(ctx, u.cfg.StageTimeout, "rebase", "--lock-finalization", t.ImageRef)
 	} else {
 		err = u.mutate(ctx, u.cfg.StageTimeout, "deploy", "--lock-finalization", t.Checksum)
@@ -210,11 +227,7 @@ func (u *Updater) Stage(ctx context.Context, target string) error {
 	if err != nil {
 		return fmt.Errorf("staging %s: %w", t, err)
 	}
-	if len(t.KernelArgs) > 0 {
-		args := []string{"kargs", "--lock-finalization"}
-		for _, a := range t.KernelArgs {
-			args = append(args, "--append-if-missing="+a)
-		}
+	if args := kargsArgs(t); args != nil {
 		if err := u.mutate(ctx, u.cfg.StageTimeout, args...); err != nil {
 			return fmt.Errorf("staging kernel arguments of %s: %w", t, err)
 		}
@@ -334,12 +347,15 @@ func (u *Updater) Verify(ctx context.Context, target string) error {
 	if state.Staged != nil && state.Staged.Target == t.String() && b.Checksum != state.Staged.Checksum {
 		ve.Reasons = append(ve.Reasons, fmt.Sprintf("booted checksum %s, staged %s", b.Checksum, state.Staged.Checksum))
 	}
-	missing, err := u.missingKernelArgs(t)
+	missing, present, err := u.kernelArgMismatch(t)
 	if err != nil {
 		return fmt.Errorf("verifying %s: %w", t, err)
 	}
 	if len(missing) > 0 {
 		ve.Reasons = append(ve.Reasons, "kernel arguments missing: "+strings.Join(missing, " "))
+	}
+	if len(present) > 0 {
+		ve.Reasons = append(ve.Reasons, "deleted kernel arguments present: "+strings.Join(present, " "))
 	}
 	if len(ve.Reasons) == 0 {
 		return nil
@@ -352,20 +368,64 @@ func (u *Updater) Verify(ctx context.Context, target string) error {
 	return ve
 }
 
-func (u *Updater) missingKernelArgs(t Target) ([]string, error) {
-	if len(t.KernelArgs) == 0 {
-		return nil, nil
+// kargsArgs is the one `rpm-ostree kargs` call that gives the staged
+// deployment t's kernel arguments, or nil when t has none. rpm-ostree
+// takes both flags in one call, with --lock-finalization (one transaction,
+// one new staged deployment, still locked); it applies every
+// --append-if-missing before every --delete-if-present, whatever their
+// order, and ParseTarget refuses an argument both added and deleted.
+//
+// The machine-config-daemon runs `kargs --delete-if-present=OLD...
+// --append=NEW...`: it diffs the old and the new MachineConfig, deletes
+// every argument the old one applied and appends the whole new list, so
+// --append reproduces the MachineConfig's repeats exactly. nodeward's
+// target is a desired state, not a diff, and Stage may run again on a
+// deployment that already has the arguments (a retry, a restart, the merge
+// of the booted deployment's arguments into a rebase): --append would add
+// a duplicate at every run, --append-if-missing (an exact-string check
+// against the deployment's arguments) leaves them alone. The price: a
+// target cannot ask for the very same argument twice.
+func kargsArgs(t Target) []string {
+	if len(t.KernelArgs) == 0 && len(t.DeleteKernelArgs) == 0 {
+		return nil
+	}
+	args := []string{"kargs", "--lock-finalization"}
+	for _, a := range t.DeleteKernelArgs {
+		args = append(args, "--delete-if-present="+a)
+	}
+	for _, a := range t.KernelArgs {
+		args = append(args, "--append-if-missing="+a)
+	}
+	return args
+}
+
+// kernelArgMismatch compares t's kernel arguments with the booted command
+// line: missing are required arguments not on it, present are deleted ones
+// still on it. Arguments compare as the kernel reads them (SplitKernelArgs,
+// quotes removed), so that foo="a b" matches the "foo=a b" GRUB passes.
+func (u *Updater) kernelArgMismatch(t Target) (missing, present []string, err error) {
+	if len(t.KernelArgs) == 0 && len(t.DeleteKernelArgs) == 0 {
+		return nil, nil, nil
 	}
 	data, err := os.ReadFile(u.cfg.CmdlinePath)
 	if err != nil {
-		return nil, fmt.Errorf("reading kernel command line: %w", err)
+		return nil, nil, fmt.Errorf("reading kernel command line: %w", err)
 	}
-	have := strings.Fields(string(data))
-	var missing []string
+	// A bootloader may leave an unbalanced quote: take the rest as one
+	// argument, as the kernel does.
+	have, _ := splitKernelArgs(string(data))
+	onCmdline := func(arg string) bool {
+		return slices.ContainsFunc(have, func(h string) bool { return sameKernelArg(h, arg) })
+	}
 	for _, a := range t.KernelArgs {
-		if !slices.Contains(have, a) {
+		if !onCmdline(a) {
 			missing = append(missing, a)
 		}
 	}
-	return missing, nil
+	for _, a := range t.DeleteKernelArgs {
+		if onCmdline(a) {
+			present = append(present, a)
+		}
+	}
+	return missing, present, nil
 }

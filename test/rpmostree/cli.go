@@ -119,7 +119,7 @@ func (s *State) dispatch(args []string) result {
 		}
 		return s.deploy(pos[0], locked)
 	case "kargs":
-		return s.kargs(flags, locked)
+		return s.kargs(rest)
 	case "finalize-deployment":
 		return s.finalize(pos, flags)
 	case "rollback":
@@ -191,7 +191,45 @@ func (s *State) deploy(checksum string, locked bool) result {
 	return fail("No commit %s found in the remote", checksum)
 }
 
-func (s *State) kargs(flags []string, locked bool) result {
+// kargsValueOptions are the options of `rpm-ostree kargs` that take a
+// value (`--opt=VALUE` or `--opt VALUE`, as GOption parses them) and that
+// the double implements.
+var kargsValueOptions = []string{"--append", "--append-if-missing", "--delete", "--delete-if-present"}
+
+// kargs edits the kernel arguments of the pending deployment (the staged
+// one, else the booted one) as rpm-ostree's daemon does
+// (kernel_arg_apply_patching): every --delete, then every --append, then
+// every --append-if-missing (skipped when the exact string is already an
+// argument), then every --delete-if-present (only when the exact string
+// was an argument before the call), whatever their order on the command
+// line. Arguments are split and kept as libostree does: spaces separate
+// them except inside double quotes, and the quotes stay. Nothing changed
+// prints "No changes." and stages nothing; no edit option prints the
+// arguments.
+func (s *State) kargs(rest []string) result {
+	opts := map[string][]string{}
+	locked, edits := false, 0
+	for i := 0; i < len(rest); i++ {
+		name, value, hasValue := strings.Cut(rest[i], "=")
+		switch {
+		case name == "--lock-finalization" && !hasValue:
+			locked = true
+		case slices.Contains(kargsValueOptions, name):
+			if !hasValue {
+				if i+1 >= len(rest) {
+					return fail("Missing argument for %s", name)
+				}
+				i++
+				value = rest[i]
+			}
+			opts[name] = append(opts[name], value)
+			edits++
+		case strings.HasPrefix(rest[i], "-"):
+			return fail("kargs: the double does not implement %s", rest[i])
+		default:
+			return fail("kargs: the double takes no positional argument (%q)", rest[i])
+		}
+	}
 	base, err := s.BootedDeployment()
 	if err != nil {
 		return fail("%v", err)
@@ -199,35 +237,104 @@ func (s *State) kargs(flags []string, locked bool) result {
 	if s.Staged != nil {
 		base = s.Staged
 	}
-	next := *base
-	next.Kargs = slices.Clone(base.Kargs)
-	changed := false
-	for _, f := range flags {
-		name, value, _ := strings.Cut(f, "=")
-		switch name {
-		case "--append-if-missing":
-			if !slices.Contains(next.Kargs, value) {
-				next.Kargs = append(next.Kargs, value)
-				changed = true
-			}
-		case "--delete-if-present":
-			if i := slices.Index(next.Kargs, value); i >= 0 {
-				next.Kargs = slices.Delete(next.Kargs, i, i+1)
-				changed = true
-			}
-		case "--lock-finalization":
-		default:
-			return fail("kargs: the double does not implement %s", f)
-		}
-	}
-	if !changed && len(flags) <= 1 {
+	if edits == 0 {
 		return ok("%s\n", strings.Join(base.Kargs, " "))
 	}
-	if changed {
-		s.Staged = &next
-		s.Locked = locked
+	existing := slices.Clone(base.Kargs)
+	kargs := slices.Clone(base.Kargs)
+	changed := false
+	for _, a := range opts["--delete"] {
+		if kargs, err = deleteKarg(kargs, a); err != nil {
+			return fail("%v", err)
+		}
+		changed = true
 	}
-	return ok("Kernel arguments updated.\n")
+	for _, a := range opts["--append"] {
+		kargs = append(kargs, SplitKargs(a)...)
+		changed = true
+	}
+	for _, a := range opts["--append-if-missing"] {
+		if !slices.Contains(kargs, a) {
+			kargs = append(kargs, SplitKargs(a)...)
+			changed = true
+		}
+	}
+	for _, a := range opts["--delete-if-present"] {
+		if slices.Contains(existing, a) {
+			if kargs, err = deleteKarg(kargs, a); err != nil {
+				return fail("%v", err)
+			}
+			changed = true
+		}
+	}
+	if !changed {
+		return ok("No changes.\n")
+	}
+	next := *base
+	next.Kargs = kargs
+	s.Staged = &next
+	s.Locked = locked
+	return ok("Staging deployment...done\nKernel arguments updated.\n")
+}
+
+// SplitKargs splits kernel arguments as libostree does (split_kernel_args):
+// on spaces outside double quotes, quotes kept; an unterminated quote makes
+// the rest one argument.
+func SplitKargs(s string) []string {
+	var args []string
+	quoted := false
+	start := 0
+	for start < len(s) && s[start] == ' ' {
+		start++
+	}
+	for i := start; i < len(s); i++ {
+		switch {
+		case s[i] == '"':
+			quoted = !quoted
+		case s[i] == ' ' && !quoted:
+			args = append(args, s[start:i])
+			start = i + 1
+		}
+	}
+	if start < len(s) {
+		args = append(args, s[start:])
+	}
+	return args
+}
+
+// deleteKarg deletes each argument of arg from kargs as
+// ostree_kernel_args_delete does: a key with one value goes whatever that
+// value when arg names the key alone; otherwise the exact key=value (or
+// bare key) must be there. Its errors are libostree's.
+func deleteKarg(kargs []string, arg string) ([]string, error) {
+	for _, a := range SplitKargs(arg) {
+		key, val, hasVal := strings.Cut(a, "=")
+		var same []int
+		for i, k := range kargs {
+			if kk, _, _ := strings.Cut(k, "="); kk == key {
+				same = append(same, i)
+			}
+		}
+		switch {
+		case len(same) == 0:
+			return nil, fmt.Errorf("No key '%s' found", key)
+		case len(same) == 1:
+			if _, v, has := strings.Cut(kargs[same[0]], "="); hasVal && (!has || v != val) {
+				return nil, fmt.Errorf("No karg '%s=%s' found", key, val)
+			}
+			kargs = slices.Delete(kargs, same[0], same[0]+1)
+			continue
+		}
+		i := slices.IndexFunc(same, func(i int) bool { return kargs[i] == a })
+		if i < 0 {
+			if !hasVal {
+				return nil, fmt.Errorf("Multiple values for key '%s' found", a)
+			}
+			return nil, fmt.Errorf("No karg '%s' found", a)
+		}
+		kargs = slices.Delete(kargs, same[i], same[i]+1)
+	}
+	return kargs, nil
 }
 
 func (s *State) finalize(pos, flags []string) result {

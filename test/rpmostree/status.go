@@ -70,11 +70,29 @@ func (s *State) StatusJSON(transaction []string) ([]byte, error) {
 	return json.MarshalIndent(out, "", "    ")
 }
 
-// Cmdline is the booted kernel command line.
+// Cmdline is the booted kernel command line, /proc/cmdline, as GRUB
+// passes the deployment's arguments (its BLS "options" line, which keeps
+// them as rpm-ostree wrote them): GRUB's parser drops the double quotes
+// and its loader command line quotes a whole argument that holds a space,
+// so foo="a b" boots as "foo=a b" and cgroup_no_v1="all" as
+// cgroup_no_v1=all (bootc-dev/bootc#1737).
 func (s *State) Cmdline() string {
 	d, err := s.BootedDeployment()
 	if err != nil {
 		return ""
 	}
-	return strings.Join(append([]string{"BOOT_IMAGE=(hd0,gpt3)/ostree/vmlinuz", "root=UUID=00000000", "ostree=/ostree/boot.1/" + d.Checksum}, d.Kargs...), " ") + "\n"
+	args := []string{"BOOT_IMAGE=(hd0,gpt3)/ostree/vmlinuz", "root=UUID=00000000", "ostree=/ostree/boot.1/" + d.Checksum}
+	for _, k := range d.Kargs {
+		args = append(args, grubArg(k))
+	}
+	return strings.Join(args, " ") + "\n"
+}
+
+// grubArg is how GRUB passes one argument of a BLS options line.
+func grubArg(karg string) string {
+	a := strings.ReplaceAll(karg, `"`, "")
+	if strings.ContainsAny(a, " \t") {
+		return `"` + a + `"`
+	}
+	return a
 }

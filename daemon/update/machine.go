@@ -87,8 +87,11 @@ type Machine struct {
 	// desiredProblem is the last error reading the coordinator's wishes,
 	// reported once.
 	desiredProblem string
-	synced         chan struct{}
-	table          map[v1alpha1.Step]stepFunc
+	// failingSince is when the current run of step errors began (zero
+	// while steps succeed), for an ErrorReporter.
+	failingSince time.Time
+	synced       chan struct{}
+	table        map[v1alpha1.Step]stepFunc
 }
 
 // NewMachine checks cfg and fills in defaults.
@@ -229,11 +232,31 @@ func (m *Machine) Advance(ctx context.Context) (progressed bool, err error) {
 	if err := m.persist(stepCtx); err != nil {
 		return false, err
 	}
+	m.reportError(stepCtx, stepErr)
 	if next != from {
 		m.announce(node, from, next)
 	}
 	m.markSynced()
 	return next != from, stepErr
+}
+
+// reportError tells a protocol that publishes failures (ErrorReporter)
+// how the step went: the error and since when the steps have been failing,
+// or nil once one succeeds.
+func (m *Machine) reportError(ctx context.Context, err error) {
+	r, ok := m.cfg.Protocol.(ErrorReporter)
+	if !ok {
+		return
+	}
+	switch {
+	case err == nil:
+		m.failingSince = time.Time{}
+	case m.failingSince.IsZero():
+		m.failingSince = m.cfg.Now()
+	}
+	if rerr := r.ReportError(ctx, m.state, err, m.failingSince); rerr != nil {
+		m.cfg.Log.Warn("cannot report the failing step", "step", m.state.Step, "err", rerr)
+	}
 }
 
 // stepContext is ctx, except for a critical step — finalizing or rolling

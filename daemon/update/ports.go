@@ -2,6 +2,7 @@ package update
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/nodeward/nodeward/drain"
@@ -104,6 +105,10 @@ type Desired struct {
 	ForceOnDrainTimeout bool
 	// DrainTimeout overrides the agent's drain timeout when non-zero.
 	DrainTimeout time.Duration
+	// SkipDrain updates the node without cordoning or draining it: a
+	// single-node cluster has nowhere to move its pods (the MCO's
+	// SingleReplica topology). The reboot still waits for its grant.
+	SkipDrain bool
 }
 
 // Protocol is the node annotation protocol with the coordinator (nodeward's
@@ -117,6 +122,20 @@ type Protocol interface {
 	// idempotent: the same state may be reported again after a crash.
 	Report(ctx context.Context, st State) error
 }
+
+// ErrorReporter is implemented by protocols that publish a step that keeps
+// failing (the machine-config-daemon reports Degraded while it retries).
+// The machine calls it after every step: err is nil once the step
+// succeeds, since is when the current run of failures began.
+type ErrorReporter interface {
+	ReportError(ctx context.Context, st State, err error, since time.Time) error
+}
+
+// ErrRefused is wrapped by an OSUpdater's Stage that will not apply the
+// target at all — a change it cannot make, a malformed target — and has
+// changed nothing on the host. The machine ends Degraded with State.Refused
+// rather than retry.
+var ErrRefused = errors.New("target refused")
 
 // ServiceCheck tells whether the node is back in service after the reboot
 // and may be uncordoned. It returns a reason when it is not.

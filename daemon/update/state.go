@@ -54,6 +54,9 @@ type State struct {
 	// FailedBoots counts the boots after finalizing that came up on the
 	// previous OS (the new deployment never booted).
 	FailedBoots int `json:"failedBoots,omitempty"`
+	// Refused is true when the OS updater refused the target (ErrRefused):
+	// Degraded with nothing applied, until the target changes.
+	Refused bool `json:"refused,omitempty"`
 	// Reason explains Degraded, RolledBack and Yielded.
 	Reason string `json:"reason,omitempty"`
 

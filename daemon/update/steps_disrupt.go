@@ -15,11 +15,19 @@ import (
 	"github.com/nodeward/nodeward/drain"
 )
 
-func (m *Machine) cordoning(ctx context.Context, node *corev1.Node, _ Desired) (v1alpha1.Step, error) {
+func (m *Machine) cordoning(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
 	if len(drain.PreDrain.Hooks(node)) > 0 {
 		return v1alpha1.StepHooksPreDrain, nil // a hook came back since it was checked
 	}
+	if want.SkipDrain {
+		m.state.Reason = "no cordon and no drain: a single-node cluster has nowhere to move its pods"
+		return v1alpha1.StepHooksPreReboot, nil
+	}
 	byUs, err := m.cfg.Workloads.Cordon(ctx)
+	if errors.Is(err, drain.ErrBlocked) {
+		m.state.Reason = "cordon: " + err.Error()
+		return v1alpha1.StepCordoning, nil // waiting for the drainer, not failing
+	}
 	if err != nil {
 		return v1alpha1.StepCordoning, fmt.Errorf("cordon: %w", err)
 	}
@@ -47,7 +55,7 @@ func (m *Machine) disruptionStillOurs(node *corev1.Node, want Desired) v1alpha1.
 	case want.Grant != st.Grant && !st.Finalized:
 		st.Reason = "the grant was withdrawn before the reboot: giving the slot back"
 		return v1alpha1.StepYielding
-	case !node.Spec.Unschedulable:
+	case !node.Spec.Unschedulable && !want.SkipDrain:
 		st.Reason = "the node was uncordoned mid-update: cordoning and draining again"
 		return v1alpha1.StepCordoning
 	}
@@ -128,7 +136,7 @@ func (m *Machine) finalizing(ctx context.Context, node *corev1.Node, want Desire
 	if len(drain.PreReboot.Hooks(node)) > 0 {
 		return v1alpha1.StepHooksPreReboot, nil // a hook came back since it was checked
 	}
-	if back, err := m.stillDrained(ctx); back != "" || err != nil {
+	if back, err := m.stillDrained(ctx, want); back != "" || err != nil {
 		return back, err
 	}
 	lost, err := m.stagingLost()
@@ -189,7 +197,7 @@ func (m *Machine) afterBoot(err error) (v1alpha1.Step, error) {
 // agent waits in Staged for a new grant, the deployment staying finalized,
 // rather than disrupt a node the coordinator counts available. A node
 // uncordoned in that window, still granted, is cordoned and drained again.
-func (m *Machine) rebooting(ctx context.Context, node *corev1.Node, _ Desired) (v1alpha1.Step, error) {
+func (m *Machine) rebooting(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
 	if rebooted, err := m.rebooted(); err != nil || rebooted {
 		return m.afterBoot(err)
 	}
@@ -199,13 +207,13 @@ func (m *Machine) rebooting(ctx context.Context, node *corev1.Node, _ Desired) (
 		st.Cordoned, st.NodeUID, st.Grant, st.DrainSince = false, "", "", time.Time{}
 		st.Reason = "the Node object was re-created after the finalize: waiting for a new grant before draining and rebooting"
 		return v1alpha1.StepStaged, nil
-	case !node.Spec.Unschedulable:
+	case !node.Spec.Unschedulable && !want.SkipDrain:
 		st.Cordoned = false
 		st.Reason = "the node was uncordoned after the finalize: cordoning and draining again before the reboot"
 		return v1alpha1.StepCordoning, nil
 	}
 	if m.rebootAsked.IsZero() {
-		if back, err := m.stillDrained(ctx); back != "" || err != nil {
+		if back, err := m.stillDrained(ctx, want); back != "" || err != nil {
 			return back, err
 		}
 	}
@@ -217,7 +225,11 @@ func (m *Machine) rebooting(ctx context.Context, node *corev1.Node, _ Desired) (
 // acting on a stale cache (after an API server restart) binds pods to a
 // cordoned node, and the reboot would take them down without eviction. It
 // returns Draining when some did, the current step on an error, or "".
-func (m *Machine) stillDrained(ctx context.Context) (v1alpha1.Step, error) {
+// A node updated without a drain (SkipDrain) keeps its pods.
+func (m *Machine) stillDrained(ctx context.Context, want Desired) (v1alpha1.Step, error) {
+	if want.SkipDrain {
+		return "", nil
+	}
 	pods, err := m.cfg.Workloads.Undrained(ctx)
 	if err != nil {
 		return m.state.Step, fmt.Errorf("check that the node is still drained: %w", err)

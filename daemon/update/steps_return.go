@@ -5,6 +5,7 @@ package update
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -68,9 +69,13 @@ func (m *Machine) waitingHealthy(ctx context.Context, node *corev1.Node, _ Desir
 }
 
 func (m *Machine) uncordoning(ctx context.Context, _ *corev1.Node, _ Desired) (v1alpha1.Step, error) {
-	if err := m.uncordon(ctx); err != nil {
+	if err := m.uncordon(ctx); errors.Is(err, drain.ErrBlocked) {
+		m.state.Reason = err.Error()
+		return v1alpha1.StepUncordoning, nil // waiting for the drainer, not failing
+	} else if err != nil {
 		return v1alpha1.StepUncordoning, err
 	}
+	m.state.Reason = ""
 	if m.cfg.Metrics != nil && !m.state.UnavailableSince.IsZero() {
 		m.cfg.Metrics.unavailable(m.cfg.Now().Sub(m.state.UnavailableSince))
 	}

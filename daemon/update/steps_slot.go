@@ -4,6 +4,7 @@ package update
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,10 @@ func (m *Machine) staging(ctx context.Context, node *corev1.Node, want Desired) 
 		return v1alpha1.StepStaged, nil // staged in Finalizing, after the drain
 	}
 	if err := m.stage(ctx); err != nil {
+		if errors.Is(err, ErrRefused) {
+			st.Refused, st.Reason = true, err.Error()
+			return v1alpha1.StepDegraded, nil
+		}
 		return v1alpha1.StepStaging, err
 	}
 	// Staged before the slot unless the grant arrived first.

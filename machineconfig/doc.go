@@ -26,8 +26,9 @@
 // before nodeward's narrower checks. It costs little: the config packages
 // pull in only small helpers (vcontext, go-semver, dataurl, aws/arn).
 //
-// Ignition 2.x configs, which the MCO still converts, are refused: no
-// supported OpenShift release renders them any more.
+// Ignition 2.x configs are refused: the MCO converts them when it merges
+// user MachineConfigs, and a rendered MachineConfig (the only kind a node
+// is asked to run) always carries a 3.x config.
 //
 // Kernel arguments, the OS image and the decision to reboot belong to the
 // caller: this package only says what changed.

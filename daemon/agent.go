@@ -12,14 +12,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/api/kube/metricsauth"
 	"github.com/nodeward/nodeward/conditions"
 	"github.com/nodeward/nodeward/daemon/health"
-	"github.com/nodeward/nodeward/daemon/mco"
 	"github.com/nodeward/nodeward/daemon/update"
 	"github.com/nodeward/nodeward/drain"
 )
@@ -90,6 +88,8 @@ type UpdateConfig struct {
 	// "mco" (OpenShift's machine-config operator).
 	Protocol string
 	Drain    drain.Options
+	// MCO configures the MCO protocol's host edits and drain.
+	MCO MCOConfig
 	// PostUpdatePods selects pods that must run Ready on the node before
 	// it is uncordoned after an update; nil selects none.
 	PostUpdatePods labels.Selector
@@ -213,10 +213,6 @@ func (a *Agent) buildUpdate(rc *rest.Config, uc UpdateConfig) error {
 		uc.BootID = update.KernelBootID
 	}
 	log := a.cfg.Log
-	protocol, err := a.protocol(rc, uc.Protocol)
-	if err != nil {
-		return err
-	}
 	metrics, err := update.NewMetrics(a.cfg.Registry)
 	if err != nil {
 		return fmt.Errorf("register update metrics: %w", err)
@@ -226,11 +222,24 @@ func (a *Agent) buildUpdate(rc *rest.Config, uc UpdateConfig) error {
 		return fmt.Errorf("register drain metrics: %w", err)
 	}
 	a.events = update.NewNodeEvents(a.client, "nodeward-agent", a.cfg.NodeName)
-	workloads, err := update.NewKubeWorkloads(drain.Config{Client: a.client, Node: a.cfg.NodeName, Options: uc.Drain,
+	own, err := update.NewKubeWorkloads(drain.Config{Client: a.client, Node: a.cfg.NodeName, Options: uc.Drain,
 		Log: log, Metrics: drainMetrics, Recorder: a.events.Recorder()})
+	var workloads update.Workloads = own
 	if err != nil {
 		a.events.Stop()
 		return fmt.Errorf("update: drain: %w", err)
+	}
+	var protocol update.Protocol = &update.AnnotationProtocol{Client: a.client, Node: a.cfg.NodeName}
+	switch uc.Protocol {
+	case "", "nodeward":
+	case "mco":
+		if protocol, uc.OS, workloads, err = a.mcoParts(rc, uc, workloads); err != nil {
+			a.events.Stop()
+			return err
+		}
+	default:
+		a.events.Stop()
+		return fmt.Errorf("protocol %q: want nodeward or mco", uc.Protocol)
 	}
 	mc := update.Config{
 		Store: update.Store{Path: filepath.Join(uc.StateDir, "update-state.json")},
@@ -263,21 +272,6 @@ const healthBusyLimit = 10 * time.Minute
 // watchdog: osupdate's longest call (a download, 1 h) and its transaction
 // wait.
 const updateBusyLimit = 75 * time.Minute
-
-// protocol builds the coordinator protocol named by name.
-func (a *Agent) protocol(rc *rest.Config, name string) (update.Protocol, error) {
-	switch name {
-	case "", "nodeward":
-		return &update.AnnotationProtocol{Client: a.client, Node: a.cfg.NodeName}, nil
-	case "mco":
-		dyn, err := dynamic.NewForConfig(rc)
-		if err != nil {
-			return nil, fmt.Errorf("create dynamic client: %w", err)
-		}
-		return &mco.Protocol{Client: a.client, Dynamic: dyn, Node: a.cfg.NodeName}, nil
-	}
-	return nil, fmt.Errorf("protocol %q: want nodeward or mco", name)
-}
 
 // MetricsAddr is where /metrics is served ("" when it is not).
 func (a *Agent) MetricsAddr() string {

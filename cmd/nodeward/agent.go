@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,6 +27,8 @@ func newAgentCommand(g *globals) *cobra.Command {
 		updates    bool
 		protocol   = protocolFlag("nodeward")
 		stateDir   string
+		mcoDrain   = enumFlag{value: "controller", allowed: []string{"controller", "nodeward"}}
+		mcoRoot    string
 		syncWarn   time.Duration
 	)
 	cmd := &cobra.Command{
@@ -68,6 +71,7 @@ func newAgentCommand(g *globals) *cobra.Command {
 				if agentCfg.Update, err = updateConfig(host, cfg.HostRoot, drainFlags, string(protocol), stateDir, log); err != nil {
 					return err
 				}
+				agentCfg.Update.MCO = daemon.MCOConfig{Drain: mcoDrain.value, Root: cmp.Or(mcoRoot, cfg.HostRoot, "/")}
 			}
 			agent, err := daemon.New(agentCfg)
 			if err != nil {
@@ -85,6 +89,8 @@ func newAgentCommand(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
 	cmd.Flags().BoolVar(&updates, "updates", true, "run the OS update lifecycle (needs rpm-ostree); false runs node health only")
 	cmd.Flags().Var(&protocol, "protocol", "coordinator protocol: nodeward or mco (OpenShift's machine-config operator)")
+	cmd.Flags().Var(&mcoDrain, "mco-drain", "with --protocol=mco, who drains: controller (the MCO's drain controller, through the desiredDrain handshake, as for the machine-config-daemon) or nodeward (nodeward's own ordered, PDB-aware drain)")
+	cmd.Flags().StringVar(&mcoRoot, "mco-root", "", "with --protocol=mco, the host root under which the rendered config's files, units and SSH keys are written (default --host-root, else /)")
 	cmd.Flags().StringVar(&stateDir, "state-dir", "/var/lib/nodeward", "update state directory; must survive reboots")
 	registerSyncWarning(cmd, &syncWarn)
 	return cmd

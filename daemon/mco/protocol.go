@@ -2,116 +2,299 @@ package mco
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodeward/nodeward/api/kube"
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/daemon/update"
 )
 
-// The machine-config-daemon's node annotations, which an OpenShift Machine
-// Config Operator's node controller reads and writes.
+// The machine-config-daemon's node annotations and their values, as the
+// MCO's node and drain controllers read and write them.
 const (
-	AnnotationCurrentConfig = "machineconfiguration.openshift.io/currentConfig"
-	AnnotationDesiredConfig = "machineconfiguration.openshift.io/desiredConfig"
-	AnnotationState         = "machineconfiguration.openshift.io/state"
-	AnnotationReason        = "machineconfiguration.openshift.io/reason"
+	AnnotationCurrentConfig    = "machineconfiguration.openshift.io/currentConfig"
+	AnnotationDesiredConfig    = "machineconfiguration.openshift.io/desiredConfig"
+	AnnotationState            = "machineconfiguration.openshift.io/state"
+	AnnotationReason           = "machineconfiguration.openshift.io/reason"
+	AnnotationDesiredDrain     = "machineconfiguration.openshift.io/desiredDrain"
+	AnnotationLastAppliedDrain = "machineconfiguration.openshift.io/lastAppliedDrain"
+	AnnotationCurrentImage     = "machineconfiguration.openshift.io/currentImage"
+	AnnotationDesiredImage     = "machineconfiguration.openshift.io/desiredImage"
+	AnnotationTopology         = "machineconfiguration.openshift.io/controlPlaneTopology"
 
-	StateDone     = "Done"
-	StateWorking  = "Working"
-	StateDegraded = "Degraded"
+	StateDone           = "Done"
+	StateWorking        = "Working"
+	StateDegraded       = "Degraded"
+	StateUnreconcilable = "Unreconcilable"
+
+	// TopologySingleReplica is a single-node cluster: the update does not
+	// drain (there is nowhere to move the pods).
+	TopologySingleReplica = "SingleReplica"
+
+	// maxReasonRunes bounds the reason annotation as the MCD does (the
+	// error's first 2000 characters), far below the annotations' size limit.
+	maxReasonRunes = 2000
 )
 
-// MachineConfigResource is the MachineConfig resource, cluster-scoped.
-func MachineConfigResource() schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: "machineconfiguration.openshift.io", Version: "v1", Resource: "machineconfigs"}
-}
-
-// Protocol lets an existing MCO node controller coordinate nodeward
-// (--protocol=mco). The controller picks the nodes to update by setting
-// desiredConfig, so a desiredConfig different from currentConfig is the
-// grant; the target is the named MachineConfig's osImageURL followed by its
-// kernelArguments. The agent reports state Working / Done / Degraded and a
-// reason, and sets currentConfig to desiredConfig when done, as the
-// machine-config-daemon does. There is no pre-staging (the target is known
-// only with the grant) and no yield (the MCO has no such notion).
+// Protocol is the machine-config-daemon's side of the MCO protocol
+// (--protocol=mco). The node controller grants a node by setting
+// desiredConfig to a rendered MachineConfig's name: the update's target is
+// that name (and desiredImage on a layered pool, see Target), and the
+// grant lasts while desiredConfig differs from currentConfig. The agent
+// reports state, reason and at Done currentConfig, and keeps the node's
+// MachineConfigNode status, as the MCD does.
 type Protocol struct {
-	Client  *kube.Client
-	Dynamic dynamic.Interface
-	Node    string
-	// Timeout bounds reading a MachineConfig; default 10 s.
-	Timeout time.Duration
+	Client *kube.Client
+	Node   string
+	// Status writes the node's MachineConfigNode; nil writes none.
+	Status *NodeStatus
+	// Coexistence finds a machine-config-daemon on the node; nil skips
+	// the check.
+	Coexistence *Coexistence
+	// DegradeAfter is how long a step may keep failing before the node
+	// reports Degraded (the MCD degrades on the first failed sync; a
+	// short grace keeps one API conflict from marking the pool); 30 s
+	// when zero.
+	DegradeAfter time.Duration
+	// DrainDegradeAfter is how long a blocked drain waits before the node
+	// reports Degraded, as the MCD's 1 h drain wait; 1 h when zero.
+	DrainDegradeAfter time.Duration
+	Now               func() time.Time
+
+	mu sync.Mutex
+	// failing is Degraded or Unreconcilable once reported: the MCD keeps
+	// it through its retries until an update succeeds (sticky), and so
+	// does nodeward; "" when not failing. loaded tells whether it was
+	// read back from the node after a restart.
+	failing, failingReason string
+	loaded                 bool
 }
 
-// Desired implements Protocol.
+// Target is the update machine's target for a rendered config: its name,
+// followed by the image of a layered pool (desiredImage) when there is one.
+func Target(config, image string) string {
+	if image == "" {
+		return config
+	}
+	return config + " " + image
+}
+
+// SplitTarget is the inverse of Target.
+func SplitTarget(target string) (config, image string) {
+	config, image, _ = strings.Cut(target, " ")
+	return config, image
+}
+
+// Desired implements update.Protocol.
 func (p *Protocol) Desired(ctx context.Context, node *corev1.Node) (update.Desired, error) {
-	desired := node.Annotations[AnnotationDesiredConfig]
+	a := node.Annotations
+	desired := a[AnnotationDesiredConfig]
 	if desired == "" {
 		return update.Desired{}, nil
 	}
-	target, err := p.target(ctx, desired)
-	if err != nil {
-		return update.Desired{}, err
+	target := Target(desired, a[AnnotationDesiredImage])
+	d := update.Desired{Target: target, GrantTarget: target, SkipDrain: a[AnnotationTopology] == TopologySingleReplica}
+	if desired != a[AnnotationCurrentConfig] || a[AnnotationDesiredImage] != a[AnnotationCurrentImage] {
+		d.Grant = target
 	}
-	d := update.Desired{Target: target, GrantTarget: target}
-	if desired != node.Annotations[AnnotationCurrentConfig] {
-		d.Grant = desired
+	if p.Coexistence != nil && d.Grant != "" {
+		if why, err := p.Coexistence.Check(ctx, desired); err != nil || why != "" {
+			if why != "" {
+				p.refuse(ctx, why)
+				err = fmt.Errorf("%s", why)
+			}
+			return update.Desired{}, err
+		}
 	}
 	return d, nil
 }
 
-// target reads osImageURL and kernelArguments of MachineConfig name.
-func (p *Protocol) target(ctx context.Context, name string) (string, error) {
-	timeout := p.Timeout
-	if timeout <= 0 {
-		timeout = 10 * time.Second
+// refuse reports Degraded with why, once per distinct reason.
+func (p *Protocol) refuse(ctx context.Context, why string) {
+	p.mu.Lock()
+	same := p.failing == StateDegraded && p.failingReason == why
+	p.failing, p.failingReason, p.loaded = StateDegraded, why, true
+	p.mu.Unlock()
+	if same {
+		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	mc, err := p.Dynamic.Resource(MachineConfigResource()).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return "", fmt.Errorf("read MachineConfig %s named by %s: %w", name, AnnotationDesiredConfig, err)
-	}
-	image, _, err := unstructured.NestedString(mc.Object, "spec", "osImageURL")
-	if err != nil || image == "" {
-		return "", fmt.Errorf("MachineConfig %s: spec.osImageURL is empty or not a string", name)
-	}
-	kargs, _, err := unstructured.NestedStringSlice(mc.Object, "spec", "kernelArguments")
-	if err != nil {
-		return "", fmt.Errorf("MachineConfig %s: spec.kernelArguments: %w", name, err)
-	}
-	return strings.Join(append([]string{image}, kargs...), " "), nil
+	_, _ = p.patch(ctx, map[string]*string{AnnotationState: ptr(StateDegraded), AnnotationReason: ptr(bound(why))})
 }
 
-// Report implements Protocol.
+// Report implements update.Protocol: state and reason, currentConfig once
+// the desired config is what runs, then the MachineConfigNode's status.
 func (p *Protocol) Report(ctx context.Context, st update.State) error {
-	state, reason := StateDone, ""
-	switch {
-	case st.Step == v1alpha1.StepDegraded || st.Step == v1alpha1.StepRolledBack || st.Step == v1alpha1.StepRollingBack:
-		state, reason = StateDegraded, st.Reason
-	case st.Step.HoldsSlot():
-		state = StateWorking
+	if err := p.loadFailing(ctx); err != nil {
+		return err
 	}
-	set := map[string]*string{AnnotationState: &state, AnnotationReason: &reason}
-	if st.Step == v1alpha1.StepDone && st.Target != "" {
-		node, err := p.Client.Nodes().Get(ctx, p.Node, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("get node %s: %w", p.Node, err)
-		}
-		desired := node.Annotations[AnnotationDesiredConfig]
-		// Only claim the desired config when it is what was applied: the
-		// controller may have moved on while the agent finished.
-		if target, err := p.target(ctx, desired); err == nil && target == st.Target {
-			set[AnnotationCurrentConfig] = &desired
+	state, reason := p.stateFor(st)
+	set := map[string]*string{AnnotationState: &state, AnnotationReason: ptr(bound(reason))}
+	if state == StateDone && st.Target != "" {
+		if done, err := p.claimDone(ctx, st, set); err != nil {
+			return err
+		} else if !done {
+			state = StateWorking // the controller moved on: not Done for it
+			set[AnnotationState] = &state
 		}
 	}
-	return update.PatchAnnotations(ctx, p.Client, p.Node, set)
+	if state == StateDone {
+		p.setFailing("", "")
+	}
+	node, err := p.patch(ctx, set)
+	if err != nil {
+		return err
+	}
+	if p.Status != nil {
+		return p.Status.Write(ctx, node, st, state, reason)
+	}
+	return nil
 }
+
+// claimDone adds currentConfig (and currentImage) to set when the target
+// the machine finished is the node's desired config now, from a fresh
+// read: the controller may have moved on while the agent finished, and
+// the node never claims a config it does not run.
+func (p *Protocol) claimDone(ctx context.Context, st update.State, set map[string]*string) (bool, error) {
+	node, err := p.Client.Nodes().Get(ctx, p.Node, metav1.GetOptions{})
+	if err != nil {
+		return false, fmt.Errorf("get node %s: %w", p.Node, err)
+	}
+	desired, image := node.Annotations[AnnotationDesiredConfig], node.Annotations[AnnotationDesiredImage]
+	if Target(desired, image) != st.Target {
+		return false, nil
+	}
+	set[AnnotationCurrentConfig] = &desired
+	set[AnnotationCurrentImage] = nil
+	if image != "" {
+		set[AnnotationCurrentImage] = &image
+	}
+	return true, nil
+}
+
+// stateFor maps the machine's step to the MCD's state and reason.
+func (p *Protocol) stateFor(st update.State) (string, string) {
+	switch {
+	case st.Refused:
+		p.setFailing(StateUnreconcilable, st.Reason)
+		return StateUnreconcilable, st.Reason
+	case st.Step == v1alpha1.StepDegraded || st.Step == v1alpha1.StepRollingBack ||
+		st.Step == v1alpha1.StepRolledBack || st.RollingBack:
+		p.setFailing(StateDegraded, st.Reason)
+		return StateDegraded, st.Reason
+	}
+	p.mu.Lock()
+	failing, why := p.failing, p.failingReason
+	p.mu.Unlock()
+	switch {
+	case failing != "" && st.Step != v1alpha1.StepDone && st.Step != v1alpha1.StepIdle:
+		return failing, why // sticky until an update succeeds
+	case st.Step == v1alpha1.StepDone || st.Step == v1alpha1.StepIdle:
+		return StateDone, ""
+	}
+	return StateWorking, st.Reason
+}
+
+// ReportError implements update.ErrorReporter: a step failing for longer
+// than DegradeAfter, or a drain blocked for longer than DrainDegradeAfter,
+// reports Degraded with the error, once per distinct reason.
+func (p *Protocol) ReportError(ctx context.Context, st update.State, stepErr error, since time.Time) error {
+	now := p.now()
+	var why string
+	switch {
+	case stepErr != nil && now.Sub(since) >= orDefault(p.DegradeAfter, 30*time.Second):
+		why = fmt.Sprintf("%s: %v", st.Step, stepErr)
+	case st.Step == v1alpha1.StepDraining && !st.DrainSince.IsZero() &&
+		now.Sub(st.DrainSince) >= orDefault(p.DrainDegradeAfter, time.Hour):
+		why = fmt.Sprintf("failed to drain node: %s after %s: %s", p.Node, orDefault(p.DrainDegradeAfter, time.Hour), st.Reason)
+	default:
+		return nil
+	}
+	p.mu.Lock()
+	same := p.failing == StateDegraded && p.failingReason == why
+	p.mu.Unlock()
+	if same {
+		return nil
+	}
+	p.setFailing(StateDegraded, why)
+	node, err := p.patch(ctx, map[string]*string{AnnotationState: ptr(StateDegraded), AnnotationReason: ptr(bound(why))})
+	if err != nil {
+		return err
+	}
+	if p.Status != nil {
+		return p.Status.Write(ctx, node, st, StateDegraded, why)
+	}
+	return nil
+}
+
+// loadFailing reads a Degraded or Unreconcilable state back from the node
+// after a restart, so that it stays sticky.
+func (p *Protocol) loadFailing(ctx context.Context) error {
+	p.mu.Lock()
+	loaded := p.loaded
+	p.mu.Unlock()
+	if loaded {
+		return nil
+	}
+	node, err := p.Client.Nodes().Get(ctx, p.Node, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get node %s: %w", p.Node, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := node.Annotations[AnnotationState]; !p.loaded && (s == StateDegraded || s == StateUnreconcilable) {
+		p.failing, p.failingReason = s, node.Annotations[AnnotationReason]
+	}
+	p.loaded = true
+	return nil
+}
+
+func (p *Protocol) setFailing(state, reason string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.failing, p.failingReason, p.loaded = state, reason, true
+}
+
+// patch merges set into the node's annotations and returns the node.
+func (p *Protocol) patch(ctx context.Context, set map[string]*string) (*corev1.Node, error) {
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": set}})
+	if err != nil {
+		return nil, fmt.Errorf("encode annotation patch: %w", err)
+	}
+	node, err := p.Client.Nodes().Patch(ctx, p.Node, types.MergePatchType, body, metav1.PatchOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("report MCO state on node %s: %w", p.Node, err)
+	}
+	return node, nil
+}
+
+func (p *Protocol) now() time.Time {
+	if p.Now != nil {
+		return p.Now()
+	}
+	return time.Now()
+}
+
+// bound cuts a reason to the MCD's limit.
+func bound(reason string) string {
+	if r := []rune(reason); len(r) > maxReasonRunes {
+		return string(r[:maxReasonRunes])
+	}
+	return reason
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+func ptr(s string) *string { return &s }

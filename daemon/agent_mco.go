@@ -1,0 +1,65 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/nodeward/nodeward/daemon/mco"
+	"github.com/nodeward/nodeward/daemon/update"
+	"github.com/nodeward/nodeward/machineconfig"
+)
+
+// MCOConfig configures the MCO protocol (--protocol=mco).
+type MCOConfig struct {
+	// Drain is "controller" (the default: the MCO's drain controller
+	// drains, through the desiredDrain handshake, as for the MCD) or
+	// "nodeward" (nodeward's own ordered, PDB-aware drain).
+	Drain string
+	// Root is the host's root filesystem, under which the rendered
+	// config's files, units and SSH keys are written; "/" when empty.
+	Root string
+}
+
+// mcoParts replaces the protocol, the OS edge and, with the drain
+// handshake, the workloads of the update half for the MCO protocol.
+func (a *Agent) mcoParts(rc *rest.Config, uc UpdateConfig, own update.Workloads) (update.Protocol, update.OSUpdater, update.Workloads, error) {
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("create dynamic client: %w", err)
+	}
+	ownDrain := false
+	switch uc.MCO.Drain {
+	case "", "controller":
+	case "nodeward":
+		ownDrain = true
+	default:
+		return nil, nil, nil, fmt.Errorf("MCO drain %q: want controller or nodeward", uc.MCO.Drain)
+	}
+	root := uc.MCO.Root
+	if root == "" {
+		root = "/"
+	}
+	name := a.cfg.NodeName
+	protocol := &mco.Protocol{Client: a.client, Node: name, Now: a.cfg.Now,
+		Status:      &mco.NodeStatus{Dynamic: dyn, Node: name, OwnDrain: ownDrain},
+		Coexistence: &mco.Coexistence{Client: a.client, Node: name, Now: a.cfg.Now}}
+	host := &mco.Host{OS: uc.OS, Configs: &mco.Configs{Dynamic: dyn}, Log: a.cfg.Log,
+		Files:      machineconfig.Writer{Root: root, StateDir: filepath.Join(uc.StateDir, "machineconfig")},
+		RecordPath: filepath.Join(uc.StateDir, "mco-host.json"),
+		Current: func(ctx context.Context) (string, error) {
+			node, err := a.watch.Node(ctx)
+			if err != nil {
+				return "", err
+			}
+			return node.Annotations[mco.AnnotationCurrentConfig], nil
+		}}
+	workloads := own
+	if !ownDrain {
+		workloads = &mco.DrainHandshake{Client: a.client, NodeName: name, Node: a.watch, Own: own}
+	}
+	return protocol, host, workloads, nil
+}

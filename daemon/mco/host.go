@@ -31,7 +31,7 @@ import (
 type Host struct {
 	OS      update.OSUpdater
 	Files   machineconfig.Writer
-	Configs *Configs
+	Configs ConfigSource
 	// RecordPath is Host's record of the current and pending configs.
 	RecordPath string
 	// Current is the config the node says it runs (currentConfig), for a
@@ -39,6 +39,12 @@ type Host struct {
 	// over from the machine-config-daemon.
 	Current func(ctx context.Context) (string, error)
 	Log     *slog.Logger
+}
+
+// ConfigSource gives parsed rendered MachineConfigs by name (Configs from
+// the API server).
+type ConfigSource interface {
+	Get(ctx context.Context, name string) (*machineconfig.Config, error)
 }
 
 // hostRecord is what Host keeps on disk.

@@ -40,11 +40,11 @@ func TestMCOMode(t *testing.T) {
 			"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
 			"metadata": map[string]any{"name": name}, "spec": spec,
 		}}
-		if _, err := dyn.Resource(mco.MachineConfigResource()).Create(context.Background(), mc, metav1.CreateOptions{}); err != nil {
+		if _, err := dyn.Resource(mco.MachineConfigResource).Create(context.Background(), mc, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create MachineConfig %s: %v", name, err)
 		}
 		t.Cleanup(func() {
-			_ = dyn.Resource(mco.MachineConfigResource()).Delete(context.Background(), name, metav1.DeleteOptions{})
+			_ = dyn.Resource(mco.MachineConfigResource).Delete(context.Background(), name, metav1.DeleteOptions{})
 		})
 	}
 	p := newPool(t, "mco", poolOptions{count: 2,
@@ -95,7 +95,7 @@ func installMachineConfigCRD(t *testing.T, dyn dynamic.Interface) {
 		t.Fatalf("install MachineConfig CRD: %v", err)
 	}
 	cluster.WaitFor(t, 30*time.Second, "MachineConfig CRD served", func(ctx context.Context) (bool, error) {
-		_, err := dyn.Resource(mco.MachineConfigResource()).List(ctx, metav1.ListOptions{})
+		_, err := dyn.Resource(mco.MachineConfigResource).List(ctx, metav1.ListOptions{})
 		return err == nil, err
 	})
 }

@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
-	"github.com/nodeward/nodeward/daemon/mco"
 	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/daemon/mco"
 	"github.com/nodeward/nodeward/test/cluster"
 )
 
@@ -305,7 +305,8 @@ func TestAgentPolicyNamesItsKeys(t *testing.T) {
 
 	requireSameSet(t, "base agentAnnotations", celStrings(t, base.variable(t, "agentAnnotations")), agentKeys)
 	requireSameSet(t, "openshift agentAnnotations", celStrings(t, openshift.variable(t, "agentAnnotations")),
-		append([]string{mco.AnnotationCurrentConfig, mco.AnnotationState, mco.AnnotationReason}, agentKeys...))
+		append([]string{mco.AnnotationCurrentConfig, mco.AnnotationCurrentImage, mco.AnnotationState,
+			mco.AnnotationReason, mco.AnnotationDesiredDrain}, agentKeys...))
 	var conds []string
 	for _, c := range append(v1alpha1.HealthConditions(), v1alpha1.ConditionDrainable, v1alpha1.ConditionDrained, v1alpha1.ConditionRebootable) {
 		conds = append(conds, string(c))

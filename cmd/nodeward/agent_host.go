@@ -23,6 +23,7 @@ type hostFlags struct {
 	rpmOstree      string
 	rpmOstreeEnv   []string
 	imageTransport string
+	pullSecret     string
 	bootIDFile     string
 	cmdlineFile    string
 	pollInterval   time.Duration
@@ -38,6 +39,8 @@ func (f *hostFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.rpmOstree, "rpm-ostree", "rpm-ostree", "the rpm-ostree CLI")
 	fl.StringArrayVar(&f.rpmOstreeEnv, "rpm-ostree-env", nil, "extra environment for rpm-ostree, KEY=VALUE (repeatable; e.g. a proxy)")
+	fl.StringVar(&f.pullSecret, "pull-secret", "",
+		"host path of the registry credentials rpm-ostree pulls images with: /run/ostree/auth.json is linked to it before a rebase, as the machine-config-daemon does (e.g. "+osupdate.KubeletPullSecret+"); empty links nothing")
 	fl.StringVar(&f.imageTransport, "image-transport", "signed",
 		"how a pool's plain image reference is pulled: signed (ostree-image-signed), unverified-registry or unverified-image")
 	fl.StringVar(&f.bootIDFile, "boot-id-file", update.KernelBootIDPath, "the kernel's boot ID file")
@@ -94,7 +97,7 @@ func (f hostFlags) updater(stateDir, hostRoot string, log *slog.Logger) (*osupda
 	return osupdate.New(osupdate.Config{
 		Binary: f.rpmOstree, Env: f.rpmOstreeEnv, HostRoot: hostRoot, Log: log, CmdlinePath: f.cmdlineFile,
 		StatePath: filepath.Join(stateDir, "osupdate.json"),
-		Policy:    osupdate.Policy{DefaultTransport: transport},
+		Policy:    osupdate.Policy{DefaultTransport: transport}, AuthFile: f.pullSecret,
 	})
 }
 

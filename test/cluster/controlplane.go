@@ -61,7 +61,7 @@ type ControlPlane struct {
 	client    kubernetes.Interface
 	kube      *kube.Client
 	adminKube string
-	procs     []*process        // start order: etcd, apiserver, kcm, scheduler, kwok
+	procs     []*Process        // start order: etcd, apiserver, kcm, scheduler, kwok
 	nodeToken map[string]string // RealNodes' bearer tokens by node name
 	etcdURL   string            // etcd's client URL
 
@@ -165,9 +165,9 @@ func (cp *ControlPlane) startEtcd(ctx context.Context, clientPort, peerPort int)
 	return cp.waitEtcd(ctx, p)
 }
 
-func (cp *ControlPlane) waitEtcd(ctx context.Context, p *process) error {
+func (cp *ControlPlane) waitEtcd(ctx context.Context, p *Process) error {
 	httpClient := &http.Client{Timeout: 2 * time.Second}
-	return poll(ctx, "etcd health", 100*time.Millisecond, []*process{p}, func(ctx context.Context) (bool, error) {
+	return poll(ctx, "etcd health", 100*time.Millisecond, []*Process{p}, func(ctx context.Context) (bool, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cp.etcdURL+"/health", nil)
 		resp, err := httpClient.Do(req)
 		if err != nil {
@@ -220,8 +220,8 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, etcdPort, port int) 
 	return cp.waitAPIServer(ctx, p)
 }
 
-func (cp *ControlPlane) waitAPIServer(ctx context.Context, p *process) error {
-	return poll(ctx, "kube-apiserver /readyz", 200*time.Millisecond, []*process{p}, func(ctx context.Context) (bool, error) {
+func (cp *ControlPlane) waitAPIServer(ctx context.Context, p *Process) error {
+	return poll(ctx, "kube-apiserver /readyz", 200*time.Millisecond, []*Process{p}, func(ctx context.Context) (bool, error) {
 		body, err := cp.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		if err != nil {
 			return false, fmt.Errorf("%w: %s", err, firstLines(string(body), 3))
@@ -357,11 +357,11 @@ func (cp *ControlPlane) stopProcesses() {
 	// kwok, the scheduler and the controller manager are independent.
 	for i := len(cp.procs) - 1; i >= 2; i-- {
 		wg.Add(1)
-		go func(p *process) { defer wg.Done(); p.stop(10 * time.Second) }(cp.procs[i])
+		go func(p *Process) { defer wg.Done(); p.Stop(10 * time.Second) }(cp.procs[i])
 	}
 	wg.Wait()
 	for i := min(len(cp.procs), 2) - 1; i >= 0; i-- {
-		cp.procs[i].stop(15 * time.Second)
+		cp.procs[i].Stop(15 * time.Second)
 	}
 }
 

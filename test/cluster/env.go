@@ -85,7 +85,7 @@ func findBinDir() (string, error) {
 	if dir := os.Getenv(BinDirVariable); dir != "" {
 		return dir, nil
 	}
-	root, err := repoRoot()
+	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
@@ -100,7 +100,9 @@ func findBinDir() (string, error) {
 	return lines[len(lines)-1], nil
 }
 
-func repoRoot() (string, error) {
+// RepoRoot is the nodeward module's root directory, found upwards from the
+// working directory (a test's package directory).
+func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err

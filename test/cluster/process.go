@@ -11,10 +11,12 @@ import (
 	"time"
 )
 
-// process is one control-plane component, run in its own process group and
-// killed by the kernel if the test binary dies (Pdeathsig), so that no
-// component outlives a test run even after a panic or a timeout.
-type process struct {
+// Process is one control-plane component (or another helper process a test
+// harness runs the same way, such as test/mco's controller), run in its own
+// process group and killed by the kernel if the test binary dies
+// (Pdeathsig), so that no component outlives a test run even after a panic
+// or a timeout.
+type Process struct {
 	name    string
 	binary  string
 	args    []string
@@ -24,19 +26,31 @@ type process struct {
 	waitErr error
 }
 
-func startProcess(name, binary, logDir string, args ...string) (*process, error) {
+func startProcess(name, binary, logDir string, args ...string) (*Process, error) {
 	return launch(name, binary, filepath.Join(logDir, name+".log"), os.O_TRUNC, args)
 }
 
-// again starts the same command as p, which must have ended, appending to
+// StartProcess starts binary with args as a Process whose stdout and stderr
+// go to logPath (truncated). Stop or Kill it when done.
+func StartProcess(name, binary, logPath string, args ...string) (*Process, error) {
+	return launch(name, binary, logPath, os.O_TRUNC, args)
+}
+
+// LogPath is the file receiving the process's output.
+func (p *Process) LogPath() string { return p.logPath }
+
+// Done is closed once the process has ended.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Again starts the same command as p, which must have ended, appending to
 // its log.
-func (p *process) again() (*process, error) {
+func (p *Process) Again() (*Process, error) {
 	return launch(p.name, p.binary, p.logPath, os.O_APPEND, p.args)
 }
 
 // launch starts binary; logMode is os.O_TRUNC for a new log or os.O_APPEND
 // to continue one.
-func launch(name, binary, logPath string, logMode int, args []string) (*process, error) {
+func launch(name, binary, logPath string, logMode int, args []string) (*Process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|logMode, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("create log for %s: %w", name, err)
@@ -49,7 +63,7 @@ func launch(name, binary, logPath string, logMode int, args []string) (*process,
 		logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{name: name, binary: binary, args: args, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	p := &Process{name: name, binary: binary, args: args, cmd: cmd, logPath: logPath, done: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
 		logFile.Close()
@@ -58,8 +72,8 @@ func launch(name, binary, logPath string, logMode int, args []string) (*process,
 	return p, nil
 }
 
-// exited reports whether the process has ended, with its error.
-func (p *process) exited() (bool, error) {
+// Exited reports whether the process has ended, with its error.
+func (p *Process) Exited() (bool, error) {
 	select {
 	case <-p.done:
 		return true, fmt.Errorf("%s exited: %v (log: %s)", p.name, p.waitErr, p.logPath)
@@ -68,15 +82,15 @@ func (p *process) exited() (bool, error) {
 	}
 }
 
-// kill sends SIGKILL to the process group and waits: a crash, no shutdown.
-func (p *process) kill() {
+// Kill sends SIGKILL to the process group and waits: a crash, no shutdown.
+func (p *Process) Kill() {
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	<-p.done
 }
 
-// stop sends SIGTERM to the process group and waits; after grace it kills
+// Stop sends SIGTERM to the process group and waits; after grace it kills
 // the group and waits again.
-func (p *process) stop(grace time.Duration) {
+func (p *Process) Stop(grace time.Duration) {
 	pgid := p.cmd.Process.Pid
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	select {
@@ -112,11 +126,11 @@ func freePorts(n int) ([]int, error) {
 
 // poll calls check until it reports done, fails, or ctx ends; each process in
 // watch is checked too so that a crashed component fails fast with its log.
-func poll(ctx context.Context, what string, interval time.Duration, watch []*process, check func(context.Context) (bool, error)) error {
+func poll(ctx context.Context, what string, interval time.Duration, watch []*Process, check func(context.Context) (bool, error)) error {
 	var last error
 	for {
 		for _, p := range watch {
-			if gone, err := p.exited(); gone {
+			if gone, err := p.Exited(); gone {
 				return fmt.Errorf("waiting for %s: %w", what, err)
 			}
 		}

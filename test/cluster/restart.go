@@ -18,7 +18,7 @@ const (
 
 // component returns the running process of c (index 0 is etcd, 1 the API
 // server, in start order).
-func (cp *ControlPlane) component(c Component) (int, *process, error) {
+func (cp *ControlPlane) component(c Component) (int, *Process, error) {
 	for i, p := range cp.procs {
 		if p.name == string(c) {
 			return i, p, nil
@@ -38,7 +38,7 @@ func (cp *ControlPlane) Kill(c Component) error {
 	if err != nil {
 		return err
 	}
-	p.kill()
+	p.Kill()
 	return nil
 }
 
@@ -53,8 +53,8 @@ func (cp *ControlPlane) Restart(ctx context.Context, c Component) error {
 		cp.procMu.Unlock()
 		return err
 	}
-	p.kill()
-	next, err := p.again()
+	p.Kill()
+	next, err := p.Again()
 	if err != nil {
 		cp.procMu.Unlock()
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -22,6 +23,9 @@ type MCOConfig struct {
 	// Root is the host's root filesystem, under which the rendered
 	// config's files, units and SSH keys are written; "/" when empty.
 	Root string
+	// DrainDegradeAfter is how long a blocked drain waits before the node
+	// reports Degraded; the MCD's 1 h when zero.
+	DrainDegradeAfter time.Duration
 }
 
 // mcoParts replaces the protocol, the OS edge and, with the drain
@@ -44,7 +48,7 @@ func (a *Agent) mcoParts(rc *rest.Config, uc UpdateConfig, own update.Workloads)
 		root = "/"
 	}
 	name := a.cfg.NodeName
-	protocol := &mco.Protocol{Client: a.client, Node: name, Now: a.cfg.Now,
+	protocol := &mco.Protocol{Client: a.client, Node: name, Now: a.cfg.Now, DrainDegradeAfter: uc.MCO.DrainDegradeAfter,
 		Status:      &mco.NodeStatus{Dynamic: dyn, Node: name, OwnDrain: ownDrain},
 		Coexistence: &mco.Coexistence{Client: a.client, Node: name, Now: a.cfg.Now}}
 	host := &mco.Host{OS: uc.OS, Configs: &mco.Configs{Dynamic: dyn}, Log: a.cfg.Log,

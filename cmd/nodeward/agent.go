@@ -29,7 +29,9 @@ func newAgentCommand(g *globals) *cobra.Command {
 		stateDir   string
 		mcoDrain   = enumFlag{value: "controller", allowed: []string{"controller", "nodeward"}}
 		mcoRoot    string
-		syncWarn   time.Duration
+		// mcoDrainDegrade is hidden: tests shorten the MCD's 1 h.
+		mcoDrainDegrade time.Duration
+		syncWarn        time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -71,7 +73,8 @@ func newAgentCommand(g *globals) *cobra.Command {
 				if agentCfg.Update, err = updateConfig(host, cfg.HostRoot, drainFlags, string(protocol), stateDir, log); err != nil {
 					return err
 				}
-				agentCfg.Update.MCO = daemon.MCOConfig{Drain: mcoDrain.value, Root: cmp.Or(mcoRoot, cfg.HostRoot, "/")}
+				agentCfg.Update.MCO = daemon.MCOConfig{Drain: mcoDrain.value, Root: cmp.Or(mcoRoot, cfg.HostRoot, "/"),
+					DrainDegradeAfter: mcoDrainDegrade}
 			}
 			agent, err := daemon.New(agentCfg)
 			if err != nil {
@@ -91,6 +94,8 @@ func newAgentCommand(g *globals) *cobra.Command {
 	cmd.Flags().Var(&protocol, "protocol", "coordinator protocol: nodeward or mco (OpenShift's machine-config operator)")
 	cmd.Flags().Var(&mcoDrain, "mco-drain", "with --protocol=mco, who drains: controller (the MCO's drain controller, through the desiredDrain handshake, as for the machine-config-daemon) or nodeward (nodeward's own ordered, PDB-aware drain)")
 	cmd.Flags().StringVar(&mcoRoot, "mco-root", "", "with --protocol=mco, the host root under which the rendered config's files, units and SSH keys are written (default --host-root, else /)")
+	cmd.Flags().DurationVar(&mcoDrainDegrade, "mco-drain-degrade-after", time.Hour, "with --protocol=mco, how long a blocked drain waits before the node reports Degraded")
+	_ = cmd.Flags().MarkHidden("mco-drain-degrade-after")
 	cmd.Flags().StringVar(&stateDir, "state-dir", "/var/lib/nodeward", "update state directory; must survive reboots")
 	registerSyncWarning(cmd, &syncWarn)
 	return cmd

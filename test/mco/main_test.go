@@ -37,6 +37,15 @@ type fixture struct {
 
 func newFixture(t *testing.T, name string, count int) *fixture {
 	t.Helper()
+	return newFixtureWith(t, name, count,
+		mco.MachineConfig{OSImageURL: "quay.io/fedora/fedora-coreos:41"},
+		mco.MachineConfig{OSImageURL: "quay.io/fedora/fedora-coreos:42", KernelArguments: []string{"nodeward.test=1"}})
+}
+
+// newFixtureWith is newFixture with the two configs' contents (their names
+// are the fixture's).
+func newFixtureWith(t *testing.T, name string, count int, first, second mco.MachineConfig) *fixture {
+	t.Helper()
 	dir := mco.RequireDir(t)
 	cp := env.ControlPlane(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -46,9 +55,9 @@ func newFixture(t *testing.T, name string, count int) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{cp: cp, dir: dir, c: c, config1: "rendered-" + name + "-1", config2: "rendered-" + name + "-2"}
-	c.CreateMachineConfig(ctx, mco.MachineConfig{Name: f.config1, OSImageURL: "quay.io/fedora/fedora-coreos:41"})
-	c.CreateMachineConfig(ctx, mco.MachineConfig{Name: f.config2, OSImageURL: "quay.io/fedora/fedora-coreos:42",
-		KernelArguments: []string{"nodeward.test=1"}})
+	first.Name, second.Name = f.config1, f.config2
+	c.CreateMachineConfig(ctx, first)
+	c.CreateMachineConfig(ctx, second)
 	f.pool = mco.Pool{Name: name, Config: f.config1}
 	c.CreatePool(ctx, f.pool)
 	zones := []string{"zone-a", "zone-b", "zone-c", "zone-d"}

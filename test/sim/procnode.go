@@ -93,6 +93,10 @@ type ProcNode struct {
 	RebootDelay time.Duration
 	// Args are extra agent flags.
 	Args []string
+	// OnBoot, when set, runs after each boot of the host and before the
+	// agent starts again (a test's mishap at boot: a kernel command line
+	// the bootloader mangled).
+	OnBoot func(boot int, double *rpmostree.Double) error
 
 	Double *rpmostree.Double
 	Logind *fakelogind.Logind
@@ -263,6 +267,15 @@ func (n *ProcNode) RunReboots(ctx context.Context) error {
 		}
 		if err := n.Double.BootHost(); err != nil {
 			return fmt.Errorf("node %s: boot: %w", n.Name, err)
+		}
+		if n.OnBoot != nil {
+			boots, err := n.Boots()
+			if err == nil {
+				err = n.OnBoot(boots, n.Double)
+			}
+			if err != nil {
+				return fmt.Errorf("node %s: after boot: %w", n.Name, err)
+			}
 		}
 		if err := n.Start(); err != nil {
 			return err

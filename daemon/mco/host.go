@@ -69,10 +69,30 @@ func (h *Host) Booted(ctx context.Context) (string, error) {
 			return rec.Pending, err
 		}
 	}
-	if ok, _, err := h.runs(ctx, rec.Current, rec.CurrentOS, false); err != nil || ok {
+	currentOS, err := h.currentOS(ctx, rec)
+	if err != nil {
+		return "", err
+	}
+	if ok, _, err := h.runs(ctx, rec.Current, currentOS, false); err != nil || ok {
 		return rec.Current, err
 	}
 	return h.OS.Booted(ctx)
+}
+
+// currentOS is the OS target of the config the host runs: recorded when
+// nodeward applied it, else derived from the config (its image and kernel
+// arguments), so that a host booted into anything else is never taken for
+// it.
+func (h *Host) currentOS(ctx context.Context, rec hostRecord) (string, error) {
+	if rec.CurrentOS != "" {
+		return rec.CurrentOS, nil
+	}
+	cfg, err := h.config(ctx, rec.Current)
+	if err != nil {
+		return "", fmt.Errorf("read the config the host runs: %w", err)
+	}
+	_, image := SplitTarget(rec.Current)
+	return osTarget(cfg, cfg, image), nil
 }
 
 // runs tells whether target runs: its OS booted and, with files, its
@@ -224,7 +244,11 @@ func (h *Host) VerifyBooted(ctx context.Context, target string) (bool, string, e
 		}
 		return true, "", nil
 	case rec.Current:
-		return h.runs(ctx, rec.Current, rec.CurrentOS, false)
+		currentOS, err := h.currentOS(ctx, rec)
+		if err != nil {
+			return false, "", err
+		}
+		return h.runs(ctx, rec.Current, currentOS, false)
 	}
 	return false, fmt.Sprintf("no update to %s was staged (the host runs %s)", target, rec.Current), nil
 }

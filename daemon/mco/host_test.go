@@ -89,10 +89,13 @@ func renderedConfig(t *testing.T, name, image string, kargs []string, file strin
 	return data
 }
 
-func newTestHost(t *testing.T, configs mapConfigs) (*Host, *fakeOS, string) {
+// newTestHost is a Host on a temporary root whose OS booted rendered-1's
+// image with bootedArgs (rendered-1's kernel arguments, as the OS target
+// string spells them).
+func newTestHost(t *testing.T, configs mapConfigs, bootedArgs string) (*Host, *fakeOS, string) {
 	t.Helper()
 	root, state := t.TempDir(), t.TempDir()
-	os := &fakeOS{booted: "ostree-unverified-registry:quay.io/openshift/os@sha256:1111"}
+	os := &fakeOS{booted: "ostree-unverified-registry:quay.io/openshift/os@sha256:1111" + bootedArgs}
 	h := &Host{OS: os, Configs: configs, Log: slog.New(slog.DiscardHandler),
 		Files:      machineconfig.Writer{Root: root, StateDir: filepath.Join(state, "machineconfig")},
 		RecordPath: filepath.Join(state, "mco-host.json"),
@@ -121,7 +124,7 @@ func TestHostAppliesTheWholeConfigAndRollsItBack(t *testing.T) {
 		"rendered-2": renderedConfig(t, "rendered-2", "quay.io/openshift/os@sha256:2222", []string{"a=1", `q="x y"`}, "two", nil),
 		"rendered-3": renderedConfig(t, "rendered-3", "quay.io/openshift/os@sha256:3333", []string{"a=1"}, "three", nil),
 	}
-	h, fos, root := newTestHost(t, configs)
+	h, fos, root := newTestHost(t, configs, " a=1 old")
 	if got, err := h.Booted(ctx); err != nil || got != "rendered-1" {
 		t.Fatalf("Booted = %q, %v; want the node's currentConfig rendered-1", got, err)
 	}
@@ -197,7 +200,7 @@ func TestHostRefusesWithNothingWritten(t *testing.T) {
 				"rendered-1": renderedConfig(t, "rendered-1", "quay.io/openshift/os@sha256:1111", nil, "one", nil),
 				"rendered-2": renderedConfig(t, "rendered-2", "quay.io/openshift/os@sha256:2222", nil, tc.file, tc.extra),
 			}
-			h, fos, root := newTestHost(t, configs)
+			h, fos, root := newTestHost(t, configs, "")
 			err := h.Stage(ctx, "rendered-2")
 			if !errors.Is(err, update.ErrRefused) || !strings.Contains(err.Error(), tc.field) {
 				t.Fatalf("Stage: %v; want ErrRefused naming %s", err, tc.field)

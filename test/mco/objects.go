@@ -24,6 +24,8 @@ type MachineConfig struct {
 	KernelArguments []string
 	// Ignition is spec.config; {ignition: {version: 3.5.0}} when nil.
 	Ignition map[string]any
+	// Spec holds further spec fields (kernelType, extensions, fips).
+	Spec map[string]any
 }
 
 // CreateMachineConfig creates mc and deletes it when the test ends.
@@ -40,6 +42,9 @@ func (c *Client) CreateMachineConfig(ctx context.Context, mc MachineConfig) {
 			kargs[i] = k
 		}
 		spec["kernelArguments"] = kargs
+	}
+	for k, v := range mc.Spec {
+		spec[k] = v
 	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",

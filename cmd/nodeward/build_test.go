@@ -39,11 +39,14 @@ func TestReleaseBuildLeavesOutHeavyPackages(t *testing.T) {
 // the agent nothing of the coordinator; the lower layers link neither.
 func TestPackagesImportOneWay(t *testing.T) {
 	const mod = "github.com/nodeward/nodeward/"
-	agent := []string{"daemon", "daemon/health", "daemon/update", "conditions", "osupdate", "systemd"}
+	agent := []string{"daemon", "daemon/health", "daemon/update", "daemon/mco", "conditions", "osupdate", "systemd"}
 	rules := map[string][]string{
 		"coordinator":   agent,
 		"daemon":        {"coordinator", "cmd/nodeward"},
-		"daemon/update": {"coordinator", "daemon", "daemon/health", "conditions", "systemd"},
+		"daemon/update": {"coordinator", "daemon", "daemon/health", "daemon/mco", "conditions", "systemd"},
+		// The MCD's side of the MCO protocol builds on the update machine,
+		// never the other way.
+		"daemon/mco":    {"coordinator", "daemon", "daemon/health", "conditions", "systemd"},
 		"daemon/health": {"coordinator", "daemon", "daemon/update", "drain", "osupdate", "systemd"},
 		"conditions":    {"coordinator", "daemon", "drain", "osupdate", "systemd"},
 		"drain":         {"coordinator", "daemon", "conditions", "osupdate", "systemd"},
@@ -56,6 +59,9 @@ func TestPackagesImportOneWay(t *testing.T) {
 		// The guard of /metrics, shared by the agent and the coordinator: a
 		// leaf too.
 		"api/kube/metricsauth": {"api/v1alpha1", "api/kube", "hostexec", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
+		// Leaves: the rendered MachineConfig, the atomic file writer.
+		"machineconfig": {"api/v1alpha1", "api/kube", "hostexec", "atomicfile", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
+		"atomicfile":    {"api/v1alpha1", "api/kube", "hostexec", "machineconfig", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
 	}
 	for pkg, forbidden := range rules {
 		out, err := exec.Command("go", "list", "-deps", mod+pkg).CombinedOutput()

@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
+
+	"github.com/nodeward/nodeward/atomicfile"
 )
 
 // persisted is what osupdate remembers across reboots, in one JSON file
@@ -43,39 +44,11 @@ func loadState(path string) (persisted, error) {
 	return p, nil
 }
 
-// saveState writes through a temporary file, fsync and rename so that a
-// crash leaves either the old or the new state, never half of one.
+// saveState replaces the state atomically (atomicfile): a crash leaves
+// either the old or the new state, never half of one.
 func saveState(path string, p persisted) error {
-	data, err := json.MarshalIndent(p, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encoding osupdate state: %w", err)
-	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("creating state dir: %w", err)
-	}
-	f, err := os.CreateTemp(dir, ".osupdate-state-*")
-	if err != nil {
-		return fmt.Errorf("writing osupdate state: %w", err)
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("writing osupdate state: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("syncing osupdate state: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("writing osupdate state: %w", err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("replacing osupdate state: %w", err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
+	if err := atomicfile.WriteJSON(path, p, 0o600); err != nil {
+		return fmt.Errorf("saving osupdate state: %w", err)
 	}
 	return nil
 }

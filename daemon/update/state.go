@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/atomicfile"
 )
 
 // State is what the agent persists about the update in progress. It is
@@ -102,44 +102,11 @@ func (s Store) Load() (State, error) {
 	return st, nil
 }
 
-// Save writes st to a temporary file in the same directory, syncs it,
-// renames it over the state file and syncs the directory so the rename
-// itself survives a power loss.
+// Save replaces the state file atomically (atomicfile): a crash leaves
+// the old or the new state, never a torn one.
 func (s Store) Save(st State) error {
-	data, err := json.MarshalIndent(st, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode update state: %w", err)
-	}
-	dir := filepath.Dir(s.Path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create state directory %s: %w", dir, err)
-	}
-	tmp, err := os.CreateTemp(dir, filepath.Base(s.Path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("create temporary state file in %s: %w", dir, err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), s.Path); err != nil {
-		return fmt.Errorf("replace update state %s: %w", s.Path, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open state directory %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync state directory %s: %w", dir, err)
+	if err := atomicfile.WriteJSON(s.Path, st, 0o644); err != nil {
+		return fmt.Errorf("save update state: %w", err)
 	}
 	return nil
 }

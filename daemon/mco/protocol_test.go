@@ -1,6 +1,9 @@
 package mco
 
 import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
 	"strings"
 	"testing"
 
@@ -82,5 +85,36 @@ func TestConditionsFollowThePhases(t *testing.T) {
 	if nd.Status != metav1.ConditionTrue || !strings.Contains(nd.Message, "kernelType changed") ||
 		find(failed, CondUpdatePrepared).Status != metav1.ConditionUnknown {
 		t.Fatalf("Unreconcilable: NodeDegraded %+v", nd)
+	}
+}
+
+// TestDesiredReadsTheGrantTheLayeredImageAndTheTopology: desiredConfig
+// different from currentConfig is the grant; a layered pool's desiredImage
+// is part of the target (and a new image alone is a grant); SingleReplica
+// skips the drain.
+func TestDesiredReadsTheGrantTheLayeredImageAndTheTopology(t *testing.T) {
+	p := &Protocol{Node: "n1"}
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		want        update.Desired
+	}{
+		{"no desired config", map[string]string{}, update.Desired{}},
+		{"settled", map[string]string{AnnotationCurrentConfig: "r1", AnnotationDesiredConfig: "r1"},
+			update.Desired{Target: "r1", GrantTarget: "r1"}},
+		{"granted", map[string]string{AnnotationCurrentConfig: "r1", AnnotationDesiredConfig: "r2"},
+			update.Desired{Target: "r2", GrantTarget: "r2", Grant: "r2"}},
+		{"new layered image", map[string]string{AnnotationCurrentConfig: "r1", AnnotationDesiredConfig: "r1",
+			AnnotationCurrentImage: "quay.io/x/os@sha256:aa", AnnotationDesiredImage: "quay.io/x/os@sha256:bb"},
+			update.Desired{Target: "r1 quay.io/x/os@sha256:bb", GrantTarget: "r1 quay.io/x/os@sha256:bb", Grant: "r1 quay.io/x/os@sha256:bb"}},
+		{"single node", map[string]string{AnnotationCurrentConfig: "r1", AnnotationDesiredConfig: "r2", AnnotationTopology: TopologySingleReplica},
+			update.Desired{Target: "r2", GrantTarget: "r2", Grant: "r2", SkipDrain: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := p.Desired(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: tc.annotations}})
+			if err != nil || got != tc.want {
+				t.Fatalf("Desired = %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
 	}
 }

@@ -173,3 +173,59 @@ func holds(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 	}
 }
+
+// TestSingleNodeUpdatesWithoutADrain: with the SingleReplica topology the
+// controller copies onto the node, the agent updates it without a cordon
+// and without asking the drain controller to drain; its pod stays.
+func TestSingleNodeUpdatesWithoutADrain(t *testing.T) {
+	first := demoConfig("quay.io/fedora/fedora-coreos:41", nil, "one", "")
+	second := demoConfig("quay.io/fedora/fedora-coreos:42", nil, "two", "")
+	p := newAgentPool(t, "single", 1, first, second)
+	node := p.nodes[0]
+	ctx := context.Background()
+	if err := p.c.SetTopology(ctx, mco.SingleReplica); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.c.SetTopology(context.Background(), mco.HighlyAvailable); err != nil {
+			t.Errorf("restore the topology: %v", err)
+		}
+	})
+	p.startAgents(t)
+	p.start(t, mco.Default)
+	p.c.WaitNode(node, time.Minute, "SingleReplica topology on the node", func(n *corev1.Node) bool {
+		return n.Annotations[mco.AnnotationTopology] == mco.SingleReplica
+	})
+	// Every version of the node, from a watch: a cordon, however brief,
+	// is seen.
+	w, err := p.c.Kube.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	cordoned := make(chan bool, 1)
+	go func() {
+		seen := false
+		defer func() { cordoned <- seen }()
+		for ev := range w.ResultChan() {
+			if n, ok := ev.Object.(*corev1.Node); ok {
+				seen = seen || n.Spec.Unschedulable
+				if n.Annotations[mco.AnnotationCurrentConfig] == p.config2 {
+					return
+				}
+			}
+		}
+	}()
+	if err := p.c.SetPoolConfig(ctx, p.pool.Name, p.config2); err != nil {
+		t.Fatal(err)
+	}
+	p.c.WaitPool(p.pool.Name, 2*time.Minute, "Updated on "+p.config2, func(s mco.PoolStatus) bool {
+		return s.IsTrue("Updated") && s.UpdatedMachineCount == 1 && s.Configuration == p.config2
+	})
+	n := p.node(t, node)
+	if <-cordoned || strings.HasPrefix(n.Annotations["machineconfiguration.openshift.io/desiredDrain"], "drain-") {
+		t.Errorf("%s was cordoned or asked to be drained (desiredDrain %q) on a single-node cluster", node,
+			n.Annotations["machineconfiguration.openshift.io/desiredDrain"])
+	}
+	p.assertOnSecond(t, node, nil, nil, "two", "")
+}

@@ -2,11 +2,10 @@ package mco
 
 import (
 	"context"
-
-	corev1 "k8s.io/api/core/v1"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"

@@ -41,5 +41,3 @@ func TestWriteNamesTheFileOnFailure(t *testing.T) {
 		t.Fatalf("error %v does not name %s", err, blocker)
 	}
 }
-
-

@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/nodeward/nodeward/test/cluster"
 	"github.com/nodeward/nodeward/test/mco"
 	"github.com/nodeward/nodeward/test/rpmostree"
 	"github.com/nodeward/nodeward/test/sim"
@@ -203,9 +202,4 @@ func (p *agentPool) mcnCondition(t *testing.T, node, typ string) mco.Condition {
 		t.Fatalf("MachineConfigNode %s: found %v, %v", node, found, err)
 	}
 	return mcn.Conditions[typ]
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	cluster.WaitFor(t, timeout, what, func(context.Context) (bool, error) { return cond(), nil })
 }

@@ -317,9 +317,11 @@ func deleteKarg(kargs []string, arg string) ([]string, error) {
 		}
 		switch {
 		case len(same) == 0:
+			//lint:ignore ST1005 libostree's own message, as rpm-ostree prints it
 			return nil, fmt.Errorf("No key '%s' found", key)
 		case len(same) == 1:
 			if _, v, has := strings.Cut(kargs[same[0]], "="); hasVal && (!has || v != val) {
+				//lint:ignore ST1005 libostree's own message, as rpm-ostree prints it
 				return nil, fmt.Errorf("No karg '%s=%s' found", key, val)
 			}
 			kargs = slices.Delete(kargs, same[0], same[0]+1)
@@ -328,8 +330,10 @@ func deleteKarg(kargs []string, arg string) ([]string, error) {
 		i := slices.IndexFunc(same, func(i int) bool { return kargs[i] == a })
 		if i < 0 {
 			if !hasVal {
+				//lint:ignore ST1005 libostree's own message, as rpm-ostree prints it
 				return nil, fmt.Errorf("Multiple values for key '%s' found", a)
 			}
+			//lint:ignore ST1005 libostree's own message, as rpm-ostree prints it
 			return nil, fmt.Errorf("No karg '%s' found", a)
 		}
 		kargs = slices.Delete(kargs, same[i], same[i]+1)

@@ -82,25 +82,35 @@ func (d *DrainHandshake) ForceDrain(ctx context.Context) error {
 }
 
 func (d *DrainHandshake) drain(ctx context.Context, own func(context.Context) error) error {
-	node, err := d.Node.Node(ctx)
-	if err != nil {
+	if err := d.handshake(ctx, drainVerb); err != nil {
 		return err
-	}
-	want := request(drainVerb, node)
-	if node.Annotations[AnnotationDesiredDrain] != want {
-		if err := d.ask(ctx, want); err != nil {
-			return err
-		}
-	}
-	if got := node.Annotations[AnnotationLastAppliedDrain]; got != want {
-		return fmt.Errorf("%w: waiting for the MCO drain controller to drain the node (desiredDrain %s, lastAppliedDrain %q)",
-			drain.ErrBlocked, want, got)
 	}
 	late, err := d.Own.Undrained(ctx)
 	if err != nil || len(late) == 0 {
 		return err
 	}
 	return own(ctx)
+}
+
+// handshake asks the drain controller for verb on the node's desired
+// config, unless asked already, and returns nil once it answered, an
+// error wrapping drain.ErrBlocked while it has not.
+func (d *DrainHandshake) handshake(ctx context.Context, verb string) error {
+	node, err := d.Node.Node(ctx)
+	if err != nil {
+		return err
+	}
+	want := request(verb, node)
+	if node.Annotations[AnnotationDesiredDrain] != want {
+		if err := d.ask(ctx, want); err != nil {
+			return err
+		}
+	}
+	if got := node.Annotations[AnnotationLastAppliedDrain]; got != want {
+		return fmt.Errorf("%w: waiting for the MCO drain controller to %s the node (desiredDrain %s, lastAppliedDrain %q)",
+			drain.ErrBlocked, verb, want, got)
+	}
+	return nil
 }
 
 // Undrained implements update.Workloads with nodeward's own check.
@@ -111,21 +121,7 @@ func (d *DrainHandshake) Undrained(ctx context.Context) ([]drain.PodRef, error) 
 // Uncordon asks the controller to uncordon the node for its desired config
 // and waits for the answer.
 func (d *DrainHandshake) Uncordon(ctx context.Context) error {
-	node, err := d.Node.Node(ctx)
-	if err != nil {
-		return err
-	}
-	want := request(uncordonVerb, node)
-	if node.Annotations[AnnotationDesiredDrain] != want {
-		if err := d.ask(ctx, want); err != nil {
-			return err
-		}
-	}
-	if got := node.Annotations[AnnotationLastAppliedDrain]; got != want {
-		return fmt.Errorf("%w: waiting for the MCO drain controller to uncordon the node (desiredDrain %s, lastAppliedDrain %q)",
-			drain.ErrBlocked, want, got)
-	}
-	return nil
+	return d.handshake(ctx, uncordonVerb)
 }
 
 // ReportHooks implements update.Workloads with nodeward's own conditions.

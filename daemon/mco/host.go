@@ -136,17 +136,9 @@ func (h *Host) verifyOS(ctx context.Context, osTarget string) (bool, string, err
 // its config to target's (refusing with update.ErrRefused, nothing
 // written, when it cannot), records the move, and stages the OS.
 func (h *Host) Stage(ctx context.Context, target string) error {
-	rec, err := h.record(ctx)
+	rec, current, desired, err := h.move(ctx, target)
 	if err != nil {
 		return err
-	}
-	desired, err := h.config(ctx, target)
-	if err != nil {
-		return err
-	}
-	current, err := h.config(ctx, rec.Current)
-	if err != nil {
-		return fmt.Errorf("read the config the host runs: %w", err)
 	}
 	if _, err := machineconfig.Reconcile(current, desired); err != nil {
 		var refused *machineconfig.UnreconcilableError
@@ -161,6 +153,21 @@ func (h *Host) Stage(ctx context.Context, target string) error {
 		return err
 	}
 	return h.OS.Stage(ctx, rec.PendingOS)
+}
+
+// move reads Host's record and the configs of the move from the current
+// config to target's.
+func (h *Host) move(ctx context.Context, target string) (rec hostRecord, current, desired *machineconfig.Config, err error) {
+	if rec, err = h.record(ctx); err != nil {
+		return rec, nil, nil, err
+	}
+	if desired, err = h.config(ctx, target); err != nil {
+		return rec, nil, nil, err
+	}
+	if current, err = h.config(ctx, rec.Current); err != nil {
+		return rec, nil, nil, fmt.Errorf("read the config the host runs: %w", err)
+	}
+	return rec, current, desired, nil
 }
 
 // osTarget is the OS updater's target for desired: its image (or a layered
@@ -192,20 +199,12 @@ func osTarget(current, desired *machineconfig.Config, image string) string {
 // Finalize implements update.OSUpdater: the files, units and SSH keys,
 // then the staged deployment.
 func (h *Host) Finalize(ctx context.Context, target string) error {
-	rec, err := h.record(ctx)
+	rec, current, desired, err := h.move(ctx, target)
 	if err != nil {
 		return err
 	}
 	if rec.Pending != target {
 		return fmt.Errorf("finalize %s: the host is moving to %q, not to it", target, rec.Pending)
-	}
-	desired, err := h.config(ctx, target)
-	if err != nil {
-		return err
-	}
-	current, err := h.config(ctx, rec.Current)
-	if err != nil {
-		return fmt.Errorf("read the config the host runs: %w", err)
 	}
 	if err := h.Files.Apply(ctx, current, desired); err != nil {
 		return fmt.Errorf("write the files, units and SSH keys of %s: %w", target, err)

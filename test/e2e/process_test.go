@@ -51,7 +51,6 @@ func newProcPool(t *testing.T, prefix string, count, maxUnavailable int) *procPo
 		ignore:         map[string]bool{}, seen: map[string][]v1alpha1.Step{}}, procs: map[string]*sim.ProcNode{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	factory := p.watch(ctx)
-	var wg sync.WaitGroup
 	for _, name := range names {
 		n, err := sim.NewProcNode(bin, name, cp.KubeconfigPath(), t.TempDir(), sim.ProcBooted(), sim.ProcImages())
 		if err != nil {
@@ -59,21 +58,10 @@ func newProcPool(t *testing.T, prefix string, count, maxUnavailable int) *procPo
 		}
 		n.RebootDelay = 500 * time.Millisecond
 		p.procs[name] = n
-		wg.Go(func() {
-			if err := n.RunReboots(ctx); err != nil {
-				t.Errorf("machine %s: %v", name, err)
-			}
-		})
 	}
+	sim.RunMachines(t, p.procs)
 	t.Cleanup(func() {
 		cancel()
-		wg.Wait()
-		for name, n := range p.procs {
-			if t.Failed() {
-				t.Logf("agent log of %s (tail):\n%s", name, n.LogTail(3000))
-			}
-			n.Close()
-		}
 		factory.Shutdown()
 	})
 	return p

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,7 @@ func TestAgentRollsBackAFailedBootAndThePoolHalts(t *testing.T) {
 		return os.WriteFile(d.CmdlinePath(), []byte(strings.Replace(string(data), " nodeward.test=1", "", 1)), 0o644)
 	}
 	p.startAgents(t)
+	states := recordStates(t, p, failing)
 	p.start(t, mco.Default)
 	p.c.WaitPool(p.pool.Name, time.Minute, "Updated on "+p.config1, func(s mco.PoolStatus) bool {
 		return s.IsTrue("Updated") && s.UpdatedMachineCount == 3
@@ -77,6 +79,11 @@ func TestAgentRollsBackAFailedBootAndThePoolHalts(t *testing.T) {
 	}
 	if unit := p.hostFile(t, failing, "/etc/systemd/system/"+demoUnit); !strings.Contains(unit, "echo one") {
 		t.Errorf("%s: unit after the rollback = %q, want the previous one", failing, unit)
+	}
+	// The MCD's sequence: Working from the grant, then Degraded and only
+	// Degraded through the rollback's reboot (never Working again).
+	if got := states(); !slices.Equal(got, []string{mco.StateDone, mco.StateWorking, mco.StateDegraded}) {
+		t.Errorf("%s reported states %v; want Done, Working, Degraded", failing, got)
 	}
 	// Halted: for three update delays of the controller, no other node is
 	// told to update.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeward/nodeward/test/mco"
 	"github.com/nodeward/nodeward/test/rpmostree"
@@ -70,8 +71,6 @@ func newAgentPool(t *testing.T, name string, count int, first, second mco.Machin
 		t.Fatal(err)
 	}
 	p := &agentPool{fixture: f, procs: map[string]*sim.ProcNode{}, roots: map[string]string{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
 	for _, node := range f.nodes {
 		dir := t.TempDir()
 		booted := sim.ProcBooted()
@@ -85,22 +84,8 @@ func newAgentPool(t *testing.T, name string, count int, first, second mco.Machin
 		n.Args = append([]string{"--protocol", "mco", "--mco-root", root}, args...)
 		n.RebootDelay = 300 * time.Millisecond
 		p.procs[node], p.roots[node] = n, root
-		wg.Go(func() {
-			if err := n.RunReboots(ctx); err != nil {
-				t.Errorf("machine %s: %v", node, err)
-			}
-		})
 	}
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		for name, n := range p.procs {
-			if t.Failed() {
-				t.Logf("agent log of %s (tail):\n%s", name, n.LogTail(4000))
-			}
-			n.Close()
-		}
-	})
+	sim.RunMachines(t, p.procs)
 	return p
 }
 
@@ -202,4 +187,39 @@ func (p *agentPool) mcnCondition(t *testing.T, node, typ string) mco.Condition {
 		t.Fatalf("MachineConfigNode %s: found %v, %v", node, found, err)
 	}
 	return mcn.Conditions[typ]
+}
+
+// recordStates watches node and returns a function giving, so far, every
+// value its state annotation took, in order (repeats folded).
+func recordStates(t *testing.T, p *agentPool, node string) func() []string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := p.c.Kube.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + node})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var states []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				continue
+			}
+			mu.Lock()
+			if s := n.Annotations[mco.AnnotationState]; len(states) == 0 || states[len(states)-1] != s {
+				states = append(states, s)
+			}
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { cancel(); w.Stop(); <-done })
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(states)
+	}
 }

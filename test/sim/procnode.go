@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/nodeward/nodeward/test/fakelogind"
@@ -281,6 +282,31 @@ func (n *ProcNode) RunReboots(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// RunMachines serves the reboots of every node (RunReboots) until the test
+// ends, then kills their agents and stops their logind, logging the tail
+// of each agent's log when the test failed.
+func RunMachines(t testing.TB, nodes map[string]*ProcNode) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for name, n := range nodes {
+		wg.Go(func() {
+			if err := n.RunReboots(ctx); err != nil {
+				t.Errorf("machine %s: %v", name, err)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		for name, n := range nodes {
+			if t.Failed() {
+				t.Logf("agent log of %s (tail):\n%s", name, n.LogTail(4000))
+			}
+			n.Close()
+		}
+	})
 }
 
 // Close kills the agent and stops the fake logind.

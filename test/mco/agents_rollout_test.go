@@ -127,3 +127,35 @@ func guardPod(t *testing.T, p *agentPool, node string) string {
 	})
 	return ns
 }
+
+// TestAgentsRollOutWithNodewardsOwnDrain: with --mco-drain=nodeward the
+// agents cordon and drain with nodeward's own drain (the drain controller
+// is never asked) and the real node controller still rolls the pool out
+// one node at a time.
+func TestAgentsRollOutWithNodewardsOwnDrain(t *testing.T) {
+	first := demoConfig("quay.io/fedora/fedora-coreos:41", nil, "one", "")
+	second := demoConfig("quay.io/fedora/fedora-coreos:42", []string{"nodeward.test=1"}, "two", "")
+	p := newAgentPool(t, "owndrain", 2, first, second, "--mco-drain", "nodeward")
+	ctx := context.Background()
+	p.startAgents(t)
+	p.start(t, mco.Default)
+	p.c.WaitPool(p.pool.Name, time.Minute, "Updated on "+p.config1, func(s mco.PoolStatus) bool {
+		return s.IsTrue("Updated") && s.UpdatedMachineCount == 2
+	})
+	if err := p.c.SetPoolConfig(ctx, p.pool.Name, p.config2); err != nil {
+		t.Fatal(err)
+	}
+	p.c.WaitPool(p.pool.Name, 3*time.Minute, "Updated on "+p.config2, func(s mco.PoolStatus) bool {
+		return s.IsTrue("Updated") && s.UpdatedMachineCount == 2 && s.Configuration == p.config2
+	})
+	for _, node := range p.nodes {
+		p.assertOnSecond(t, node, []string{"nodeward.test=1"}, nil, "two", "")
+		n := p.node(t, node)
+		if d := n.Annotations["machineconfiguration.openshift.io/desiredDrain"]; d != "" || n.Spec.Unschedulable {
+			t.Errorf("%s: desiredDrain %q (the drain controller was asked), unschedulable %v", node, d, n.Spec.Unschedulable)
+		}
+	}
+	if max := p.watch.Max(); max != 1 {
+		t.Errorf("at most %d nodes were unavailable at once; want exactly 1", max)
+	}
+}

@@ -41,16 +41,26 @@ type MemoryConfig struct {
 	PSIFullAvg10Percent float64 `json:"psiFullAvg10Percent"`
 	// Trigger is a PSI trigger ("some 150000 2000000": 150 ms of stall in a
 	// 2 s window). Each kernel event wakes the probe at once and is
-	// pressure for the next 1.5 windows; empty disables it.
+	// pressure for the next 1.5 windows; empty disables it. The kernel
+	// gives only privileged processes windows that are not multiples of
+	// 2 s: for an unprivileged agent such a window is widened to the next
+	// multiple of 2 s, the stall scaled with it (the same share of time).
 	Trigger      string          `json:"trigger"`
 	PollInterval metav1.Duration `json:"pollInterval"`
 }
 
 func (c *MemoryConfig) enabled() bool { return c.Enabled }
 
+// DefaultMemoryTrigger is 75 ms of full stall in a 1 s window (7.5 % of the
+// time). A privileged agent (the DaemonSet's) gets the 1 s window; an
+// unprivileged one the kernel's shortest, 2 s, at the same share
+// ("full 150000 2000000"): the kernel's detection then takes one window
+// more (docs/benchmarks.md).
+const DefaultMemoryTrigger = "full 75000 1000000"
+
 func (c *MemoryConfig) setDefaults() {
 	*c = MemoryConfig{Enabled: true, MinAvailablePercent: 5, PSIFullAvg10Percent: 20,
-		Trigger: "full 150000 2000000", PollInterval: metav1.Duration{Duration: 10 * time.Second}}
+		Trigger: DefaultMemoryTrigger, PollInterval: metav1.Duration{Duration: 10 * time.Second}}
 }
 
 func (c *MemoryConfig) validate(prefix string, errs *FieldErrors) {
@@ -71,6 +81,7 @@ type memoryMetrics struct {
 	psiAverage       *prometheus.GaugeVec
 	psiStalled       *constCounters
 	triggerActive    prometheus.Gauge
+	triggerWindow    prometheus.Gauge
 	triggerEvents    prometheus.Counter
 }
 
@@ -81,10 +92,11 @@ func newMemoryMetrics(reg prometheus.Registerer) *memoryMetrics {
 		psiAverage:    gaugeVec("pressure_memory_waiting_ratio", "Memory PSI average share of time stalled, by kind (some, full) and window.", "kind", "window"),
 		psiStalled:    newConstCounters("nodeward_pressure_memory_stalled_seconds_total", "Memory PSI total stall time, by kind (some, full).", "kind"),
 		triggerActive: gauge("pressure_memory_trigger_active", "1 while a memory PSI trigger wakes the probe."),
+		triggerWindow: gauge("pressure_memory_trigger_window_seconds", "The window of the memory PSI trigger in force (widened to 2 s for an agent without CAP_SYS_RESOURCE)."),
 		triggerEvents: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodeward_pressure_memory_trigger_events_total",
 			Help: "Events of the memory PSI trigger: each is a memory stall above the trigger's threshold."}),
 	}
-	reg.MustRegister(m.available, m.total, m.psiAverage, m.psiStalled, m.triggerActive, m.triggerEvents)
+	reg.MustRegister(m.available, m.total, m.psiAverage, m.psiStalled, m.triggerActive, m.triggerWindow, m.triggerEvents)
 	return m
 }
 
@@ -97,8 +109,9 @@ type MemoryProbe struct {
 	procRoot string
 	metrics  *memoryMetrics
 	now      func() time.Time
-	// triggerWindow is the trigger's window (0: no valid trigger).
-	triggerWindow time.Duration
+	// triggerWindow is the window of the trigger in force, in ns (0: no
+	// valid trigger); Watch widens it for an unprivileged agent.
+	triggerWindow atomic.Int64
 	// lastTrigger is when the kernel last signalled the trigger (Unix ns;
 	// 0: never). The kernel signals at most once per window while the
 	// stall lasts.
@@ -111,8 +124,10 @@ func NewMemoryProbe(cfg MemoryConfig, procRoot string, env *Env) *MemoryProbe {
 	// The config was validated at load; an invalid trigger leaves the
 	// window at 0, and Watch reports the kernel's refusal.
 	window, _ := parsePSITrigger(cfg.Trigger)
-	return &MemoryProbe{cfg: cfg, procRoot: procRoot, metrics: newMemoryMetrics(env.registerer()),
-		now: env.now(), triggerWindow: window}
+	p := &MemoryProbe{cfg: cfg, procRoot: procRoot, metrics: newMemoryMetrics(env.registerer()), now: env.now()}
+	p.triggerWindow.Store(int64(window))
+	p.metrics.triggerWindow.Set(window.Seconds())
+	return p
 }
 
 func (p *MemoryProbe) Interval() time.Duration             { return p.cfg.PollInterval.Duration }
@@ -130,13 +145,27 @@ func (p *MemoryProbe) Watch(ctx context.Context, wake chan<- struct{}) error {
 		p.metrics.triggerEvents.Inc()
 	}
 	t := psiTrigger{path: pressurePath(p.procRoot, "memory"), trigger: p.cfg.Trigger, armed: armed, fired: fired}
-	err := t.watch(ctx, wake)
+	err := p.watch(ctx, &t, wake)
 	if own := pressurePath("/proc", "memory"); errors.Is(err, unix.EROFS) && t.path != own {
 		// The DaemonSet mounts the host's /proc read-only, where a trigger
 		// cannot be written. /proc/pressure is system-wide in every PID and
 		// cgroup namespace, so the agent's own /proc has the same stall
 		// figures and takes the trigger.
 		t.path = own
+		return p.watch(ctx, &t, wake)
+	}
+	return err
+}
+
+// watch runs t, widened once when the kernel refuses its window to an
+// agent without CAP_SYS_RESOURCE: the same share of stall in the shortest
+// window such an agent may use.
+func (p *MemoryProbe) watch(ctx context.Context, t *psiTrigger, wake chan<- struct{}) error {
+	err := t.watch(ctx, wake)
+	if wide, window, ok := widenedTrigger(t.trigger); ok && errors.Is(err, unix.EINVAL) {
+		t.trigger = wide
+		p.triggerWindow.Store(int64(window))
+		p.metrics.triggerWindow.Set(window.Seconds())
 		return t.watch(ctx, wake)
 	}
 	return err
@@ -150,7 +179,8 @@ func (p *MemoryProbe) triggerFiredRecently(now time.Time) bool {
 	if last == 0 {
 		return false
 	}
-	return now.Sub(time.Unix(0, last)) <= p.triggerWindow+p.triggerWindow/2
+	window := time.Duration(p.triggerWindow.Load())
+	return now.Sub(time.Unix(0, last)) <= window+window/2
 }
 
 // Sample reads meminfo and, when present, memory PSI. Without meminfo the

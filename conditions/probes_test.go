@@ -107,6 +107,7 @@ func TestMetricsKeepTheirNamesAndLabels(t *testing.T) {
 		"nodeward_pressure_memory_stalled_seconds_total{kind}",
 		"nodeward_pressure_memory_trigger_active{}",
 		"nodeward_pressure_memory_trigger_events_total{}",
+		"nodeward_pressure_memory_trigger_window_seconds{}",
 		"nodeward_pressure_memory_waiting_ratio{kind,window}",
 		"nodeward_probe_errors_total{probe}",
 		"nodeward_processes_limit{}",

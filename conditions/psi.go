@@ -40,6 +40,21 @@ func parsePSITrigger(trigger string) (window time.Duration, err error) {
 	return time.Duration(windowUS) * time.Microsecond, nil
 }
 
+// widenedTrigger is trigger with its window rounded up to a multiple of
+// 2 s (what the kernel gives an unprivileged process) and its stall scaled
+// to the same share of time; ok is false when the window already is one.
+func widenedTrigger(trigger string) (wide string, window time.Duration, ok bool) {
+	w, err := parsePSITrigger(trigger)
+	if err != nil || w%(2*time.Second) == 0 {
+		return "", 0, false
+	}
+	fields := strings.Fields(trigger)
+	stall, _ := strconv.ParseUint(fields[1], 10, 32)
+	window = (w/(2*time.Second) + 1) * 2 * time.Second
+	stall = stall * uint64(window/time.Microsecond) / uint64(w/time.Microsecond)
+	return fmt.Sprintf("%s %d %d", fields[0], stall, window/time.Microsecond), window, true
+}
+
 // psiTrigger wakes its caller each time the kernel signals that trigger's
 // stall threshold was crossed in /proc/pressure/memory under procRoot.
 type psiTrigger struct {

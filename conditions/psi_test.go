@@ -1,0 +1,89 @@
+package conditions
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/sys/unix"
+
+	"github.com/nodeward/nodeward/test/testenv"
+)
+
+func TestWidenedTriggerKeepsTheShareOfStall(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		window   time.Duration
+		ok       bool
+	}{
+		{"full 75000 1000000", "full 150000 2000000", 2 * time.Second, true},
+		{"some 100000 500000", "some 400000 2000000", 2 * time.Second, true},
+		{"full 300000 3000000", "full 400000 4000000", 4 * time.Second, true},
+		{"full 150000 2000000", "", 0, false},
+		{"bad", "", 0, false},
+	} {
+		wide, window, ok := widenedTrigger(tc.in)
+		if wide != tc.want || window != tc.window || ok != tc.ok {
+			t.Errorf("widenedTrigger(%q) = %q %v %v; want %q %v %v", tc.in, wide, window, ok, tc.want, tc.window, tc.ok)
+		}
+	}
+}
+
+// TestDefaultTriggerWindowFollowsTheKernel: the default trigger's 1 s window
+// is armed when the agent holds CAP_SYS_RESOURCE; without it the kernel
+// refuses 1 s and the probe arms the same share of stall over 2 s. Either
+// way a trigger is armed, and the window in force is the one reported.
+func TestDefaultTriggerWindowFollowsTheKernel(t *testing.T) {
+	t.Parallel()
+	testenv.Require(t, fileExists("/proc/pressure/memory"), "kernel without PSI")
+	probe := NewMemoryProbe(DefaultConfig().Memory, "/proc", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- probe.Watch(ctx, make(chan struct{}, 1)) }()
+	deadline := time.After(10 * time.Second)
+	for !triggerArmed(probe) {
+		select {
+		case err := <-done:
+			t.Fatalf("trigger watch ended: %v", err)
+		case <-deadline:
+			t.Fatal("trigger never armed")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	want := 2 * time.Second
+	if hasCapability(t, unix.CAP_SYS_RESOURCE) {
+		want = time.Second
+	}
+	if got := time.Duration(probe.triggerWindow.Load()); got != want {
+		t.Fatalf("trigger window %v; want %v", got, want)
+	}
+	if got := testutil.ToFloat64(probe.metrics.triggerWindow); got != want.Seconds() {
+		t.Fatalf("nodeward_pressure_memory_trigger_window_seconds %v; want %v", got, want.Seconds())
+	}
+	t.Logf("armed %v window (CAP_SYS_RESOURCE: %v)", want, want == time.Second)
+}
+
+// hasCapability reads the effective capability set of this process.
+func hasCapability(t *testing.T, c int) bool {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			bits, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return bits&(1<<c) != 0
+		}
+	}
+	t.Fatal("no CapEff in /proc/self/status")
+	return false
+}

@@ -47,6 +47,8 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.UpdatePool,
 		msg += "; waiting: " + plan.waiting
 	}
 	set(v1alpha1.PoolUpdating, updating, map[bool]string{true: "RollingOut", false: "Idle"}[updating], msg)
+	set(v1alpha1.PoolPaused, pool.Spec.Paused, map[bool]string{true: "PausedByOperator", false: "NotPaused"}[pool.Spec.Paused],
+		pausedMessage(pool.Spec))
 	degradedMsg := "no node failed"
 	if len(plan.degraded) > 0 {
 		degradedMsg = "failed on the target: " + strings.Join(plan.degraded, ", ")
@@ -73,6 +75,17 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.UpdatePool,
 		return false, fmt.Errorf("write status of pool %s: %w", pool.Name, err)
 	}
 	return true, nil
+}
+
+// pausedMessage is the Paused condition's message: the operator's reason.
+func pausedMessage(spec v1alpha1.UpdatePoolSpec) string {
+	switch {
+	case !spec.Paused:
+		return "new grants allowed"
+	case spec.PauseReason == "":
+		return "paused (no reason given): no new grants; nodes mid-update finish"
+	}
+	return spec.PauseReason
 }
 
 // describe lists unavailable nodes with their reasons, bounded so a large

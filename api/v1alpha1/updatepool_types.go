@@ -43,6 +43,9 @@ type UpdatePoolSpec struct {
 	MaxStaging *int32 `json:"maxStaging,omitempty"`
 	// Paused stops new grants; updates in flight finish.
 	Paused bool `json:"paused,omitempty"`
+	// PauseReason says why the pool is paused (`nodeward pause --reason`);
+	// only with Paused. It shows in the Paused condition.
+	PauseReason string `json:"pauseReason,omitempty"`
 	// ControlPlane marks the control-plane pool: one node at a time,
 	// whatever MaxUnavailable says.
 	ControlPlane bool `json:"controlPlane,omitempty"`
@@ -107,4 +110,7 @@ const (
 	PoolUpdated  = "Updated"
 	PoolUpdating = "Updating"
 	PoolDegraded = "Degraded"
+	// PoolPaused is True while spec.paused stops new grants; its message
+	// is spec.pauseReason.
+	PoolPaused = "Paused"
 )

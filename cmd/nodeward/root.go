@@ -46,6 +46,8 @@ func newRootCommand() *cobra.Command {
 		newDrainCommand(g),
 		newUncordonCommand(),
 		newStatusCommand(),
+		newPauseCommand(),
+		newResumeCommand(),
 	)
 	registerFlagCompletions(root)
 	return root

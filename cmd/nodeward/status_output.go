@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -31,6 +32,7 @@ type poolReport struct {
 	Name                    string       `json:"name"`
 	Config                  string       `json:"config"`
 	Paused                  bool         `json:"paused"`
+	PauseReason             string       `json:"pauseReason,omitempty"`
 	Updated                 string       `json:"updated"`
 	Updating                string       `json:"updating"`
 	Degraded                string       `json:"degraded"`
@@ -82,7 +84,7 @@ func buildReport(pools []v1alpha1.UpdatePool, nodes []corev1.Node) (statusReport
 			}
 		}
 		s := p.Status
-		pr := poolReport{Name: p.Name, Config: s.ConfigName, Paused: p.Spec.Paused,
+		pr := poolReport{Name: p.Name, Config: s.ConfigName, Paused: p.Spec.Paused, PauseReason: p.Spec.PauseReason,
 			Updated: condStatus(p, v1alpha1.PoolUpdated), Updating: condStatus(p, v1alpha1.PoolUpdating),
 			Degraded: condStatus(p, v1alpha1.PoolDegraded), MachineCount: s.MachineCount,
 			ReadyMachineCount: s.ReadyMachineCount, UpdatedMachineCount: s.UpdatedMachineCount,
@@ -148,6 +150,9 @@ func printStatus(out io.Writer, r statusReport, format string, now time.Time) er
 	}
 	for _, p := range r.Pools {
 		fmt.Fprintf(out, "\nPOOL %s\n", p.Name)
+		if p.Paused {
+			fmt.Fprintf(out, "PAUSED: %s\n", cmp.Or(p.PauseReason, "no reason given"))
+		}
 		if err := printNodes(out, p.Nodes, now, wide); err != nil {
 			return err
 		}

@@ -90,6 +90,7 @@ type poolPlan struct {
 	updated     int
 	ready       int
 	degraded    []string
+	halted      string // why the failure budget stops grants; "" when it does not
 	waiting     string // why no grant was made although nodes need one
 	wait        waitReason
 	inFlight    []string // nodes updating under the pool's grants
@@ -168,6 +169,7 @@ func planPool(in planInput) (*poolPlan, error) {
 		}
 	}
 	p.setTarget = targetsToSet(managed, frozen, target, spec.MaxStaging)
+	p.halted = failureBudgetExhausted(in.pool, p.degraded)
 	p.grant, p.waiting, err = decideGrants(in, p, candidates, busyZones, staging)
 	if err != nil {
 		return nil, err
@@ -222,6 +224,8 @@ func decideGrants(in planInput, p *poolPlan, candidates []nodeView, busyZones ma
 		return nil, "", err
 	case spec.Paused:
 		return nil, "pool is paused", nil
+	case p.halted != "":
+		return nil, p.halted, nil
 	case !open:
 		return nil, "outside every maintenance window", nil
 	case p.limit == 0:

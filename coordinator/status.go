@@ -1,9 +1,11 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -27,6 +29,7 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.UpdatePool,
 		ReadyMachineCount:       int32(plan.ready),
 		UnavailableMachineCount: int32(len(plan.unavailable) + len(plan.grant)),
 		DegradedMachineCount:    int32(len(plan.degraded)),
+		FailedNodes:             sortedCopy(plan.degraded),
 		Conditions:              append([]metav1.Condition(nil), pool.Status.Conditions...),
 	}
 	set := func(t string, ok bool, reason, msg string) {
@@ -49,6 +52,9 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.UpdatePool,
 	set(v1alpha1.PoolUpdating, updating, map[bool]string{true: "RollingOut", false: "Idle"}[updating], msg)
 	set(v1alpha1.PoolPaused, pool.Spec.Paused, map[bool]string{true: "PausedByOperator", false: "NotPaused"}[pool.Spec.Paused],
 		pausedMessage(pool.Spec))
+	halted := plan.halted != ""
+	set(v1alpha1.PoolHalted, halted, map[bool]string{true: "FailureBudgetExhausted", false: "WithinBudget"}[halted],
+		cmp.Or(plan.halted, "within the failure budget"))
 	degradedMsg := "no node failed"
 	if len(plan.degraded) > 0 {
 		degradedMsg = "failed on the target: " + strings.Join(plan.degraded, ", ")
@@ -75,6 +81,15 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.UpdatePool,
 		return false, fmt.Errorf("write status of pool %s: %w", pool.Name, err)
 	}
 	return true, nil
+}
+
+func sortedCopy(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
 }
 
 // pausedMessage is the Paused condition's message: the operator's reason.

@@ -11,6 +11,7 @@ type waitReason string
 const (
 	waitNone          waitReason = "none"           // nothing to do, or progressing
 	waitPaused        waitReason = "paused"         // spec.paused
+	waitHalted        waitReason = "halted"         // the failure budget is exhausted
 	waitOutsideWindow waitReason = "outside_window" // no maintenance window open
 	waitLimitReached  waitReason = "limit_reached"  // staged nodes wait: maxUnavailable (or the one control-plane node) is used up
 	waitStaging       waitReason = "staging"        // no node has staged the target yet
@@ -21,7 +22,7 @@ const (
 // waitReasons lists every waitReason: nodeward_pool_waiting has one series
 // per pool and reason.
 func waitReasons() []waitReason {
-	return []waitReason{waitNone, waitPaused, waitOutsideWindow, waitLimitReached, waitStaging, waitDrainBlocked, waitDegraded}
+	return []waitReason{waitNone, waitPaused, waitHalted, waitOutsideWindow, waitLimitReached, waitStaging, waitDrainBlocked, waitDegraded}
 }
 
 // poolWaits decides the pool's waitReason from the plan: the operator's
@@ -42,6 +43,9 @@ func poolWaits(in planInput, p *poolPlan, candidates, staging int) waitReason {
 	}
 	if in.pool.Spec.Paused {
 		return waitPaused
+	}
+	if p.halted != "" {
+		return waitHalted
 	}
 	if open, err := inWindow(in.pool.Spec.MaintenanceWindows, in.now); err == nil && !open {
 		return waitOutsideWindow

@@ -32,6 +32,12 @@ const (
 	// AnnotationDrainTimeout bounds a blocked drain, a Go duration
 	// (coordinator).
 	AnnotationDrainTimeout = protocolPrefix + "drain-timeout"
+	// AnnotationFailuresAcknowledged, on an UpdatePool, is
+	// "<configName>:<node>,<node>…": the failures an operator resumed the
+	// pool past (`nodeward resume`); the failure budget counts the others.
+	// Written for one target only, it means nothing once the target
+	// changes.
+	AnnotationFailuresAcknowledged = protocolPrefix + "failures-acknowledged"
 	// AnnotationHold, set by an operator, keeps the coordinator from
 	// granting the node.
 	AnnotationHold = protocolPrefix + "hold"

@@ -43,6 +43,11 @@ type UpdatePoolSpec struct {
 	MaxStaging *int32 `json:"maxStaging,omitempty"`
 	// Paused stops new grants; updates in flight finish.
 	Paused bool `json:"paused,omitempty"`
+	// FailureBudget halts the pool once this many of its nodes failed on
+	// the current target (Degraded, rolled back): nothing more is granted
+	// until the target changes or an operator resumes the pool (`nodeward
+	// resume`, which acknowledges the failures so far). nil: no budget.
+	FailureBudget *int32 `json:"failureBudget,omitempty"`
 	// PauseReason says why the pool is paused (`nodeward pause --reason`);
 	// only with Paused. It shows in the Paused condition.
 	PauseReason string `json:"pauseReason,omitempty"`
@@ -95,14 +100,16 @@ type LifecycleHook struct {
 
 // UpdatePoolStatus is what the coordinator observed, as `oc get mcp` shows.
 type UpdatePoolStatus struct {
-	ObservedGeneration      int64              `json:"observedGeneration,omitempty"`
-	ConfigName              string             `json:"configName,omitempty"`
-	MachineCount            int32              `json:"machineCount"`
-	UpdatedMachineCount     int32              `json:"updatedMachineCount"`
-	ReadyMachineCount       int32              `json:"readyMachineCount"`
-	UnavailableMachineCount int32              `json:"unavailableMachineCount"`
-	DegradedMachineCount    int32              `json:"degradedMachineCount"`
-	Conditions              []metav1.Condition `json:"conditions,omitempty"`
+	ObservedGeneration      int64  `json:"observedGeneration,omitempty"`
+	ConfigName              string `json:"configName,omitempty"`
+	MachineCount            int32  `json:"machineCount"`
+	UpdatedMachineCount     int32  `json:"updatedMachineCount"`
+	ReadyMachineCount       int32  `json:"readyMachineCount"`
+	UnavailableMachineCount int32  `json:"unavailableMachineCount"`
+	DegradedMachineCount    int32  `json:"degradedMachineCount"`
+	// FailedNodes are the nodes that failed on the current target, sorted.
+	FailedNodes []string           `json:"failedNodes,omitempty"`
+	Conditions  []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // Pool condition types.
@@ -113,4 +120,7 @@ const (
 	// PoolPaused is True while spec.paused stops new grants; its message
 	// is spec.pauseReason.
 	PoolPaused = "Paused"
+	// PoolHalted is True while the failure budget stops new grants; its
+	// message names the failed nodes.
+	PoolHalted = "Halted"
 )

@@ -9,10 +9,14 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/coordinator"
 )
 
 // maxPauseReason bounds spec.pauseReason, as the CRD does.
@@ -56,26 +60,64 @@ func newResumeCommand() *cobra.Command {
 	var conn kubeFlags
 	cmd := &cobra.Command{
 		Use:   "resume POOL",
-		Short: "Let a paused pool grant again",
-		Long: "Clear spec.paused and spec.pauseReason on the UpdatePool POOL: the coordinator grants its nodes\n" +
-			"again under maxUnavailable." + exitCodesHelp("1 failed (the API server refused, POOL does not exist)"),
+		Short: "Let a paused or halted pool grant again",
+		Long: "Clear spec.paused and spec.pauseReason on the UpdatePool POOL and acknowledge the nodes that failed on\n" +
+			"its current target (status.failedNodes), so that a pool halted by its failureBudget goes on: the\n" +
+			"budget then counts only failures after this one. The coordinator grants the pool's nodes again under\n" +
+			"maxUnavailable." + exitCodesHelp("1 failed (the API server refused, POOL does not exist)"),
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePools(&conn),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			pool, err := patchPoolSpec(cmd, &conn, args[0], map[string]any{"paused": false, "pauseReason": nil})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "pool %s resumed\n", pool.Name)
-			return nil
+			return resume(cmd, &conn, args[0])
 		},
 	}
 	conn.register(cmd, false)
 	return cmd
 }
 
+// resume unpauses the pool and acknowledges its failures so far, with the
+// resourceVersion it read them at: a failure the coordinator lists in
+// between is never acknowledged unseen (the patch then conflicts, and is
+// retried on a fresh read).
+func resume(cmd *cobra.Command, conn *kubeFlags, name string) error {
+	pools, err := poolClient(conn)
+	if err != nil {
+		return err
+	}
+	var acked []string
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pool, err := readPool(cmd, pools, name)
+		if err != nil {
+			return err
+		}
+		meta := map[string]any{"resourceVersion": pool.ResourceVersion}
+		if acked = pool.Status.FailedNodes; len(acked) > 0 {
+			meta["annotations"] = map[string]any{v1alpha1.AnnotationFailuresAcknowledged: coordinator.FailuresAcknowledgement(pool)}
+		}
+		_, err = patchPool(cmd, pools, name, map[string]any{"metadata": meta,
+			"spec": map[string]any{"paused": false, "pauseReason": nil}})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "pool %s resumed\n", name)
+	if len(acked) > 0 {
+		fmt.Fprintf(cmd.OutOrStdout(), "acknowledged failures on the current target: %s\n", strings.Join(acked, ", "))
+	}
+	return nil
+}
+
 // patchPoolSpec merges spec into the UpdatePool name and returns it.
 func patchPoolSpec(cmd *cobra.Command, conn *kubeFlags, name string, spec map[string]any) (*v1alpha1.UpdatePool, error) {
+	pools, err := poolClient(conn)
+	if err != nil {
+		return nil, err
+	}
+	return patchPool(cmd, pools, name, map[string]any{"spec": spec})
+}
+
+func poolClient(conn *kubeFlags) (dynamic.ResourceInterface, error) {
 	cfg, err := conn.restConfig()
 	if err != nil {
 		return nil, err
@@ -84,21 +126,40 @@ func patchPoolSpec(cmd *cobra.Command, conn *kubeFlags, name string, spec map[st
 	if err != nil {
 		return nil, fmt.Errorf("create dynamic client: %w", err)
 	}
-	body, err := json.Marshal(map[string]any{"spec": spec})
+	return dyn.Resource(v1alpha1.UpdatePoolResource()), nil
+}
+
+func readPool(cmd *cobra.Command, pools dynamic.ResourceInterface, name string) (*v1alpha1.UpdatePool, error) {
+	obj, err := pools.Get(cmd.Context(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("UpdatePool %q not found", name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read UpdatePool %s: %w", name, err)
+	}
+	return decodePool(obj)
+}
+
+// patchPool merge-patches the UpdatePool name with body.
+func patchPool(cmd *cobra.Command, pools dynamic.ResourceInterface, name string, body map[string]any) (*v1alpha1.UpdatePool, error) {
+	data, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
-	obj, err := dyn.Resource(v1alpha1.UpdatePoolResource()).Patch(cmd.Context(), name, types.MergePatchType, body, metav1.PatchOptions{})
+	obj, err := pools.Patch(cmd.Context(), name, types.MergePatchType, data, metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("UpdatePool %q not found", name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("update UpdatePool %s: %w", name, err)
 	}
+	return decodePool(obj)
+}
+
+func decodePool(obj *unstructured.Unstructured) (*v1alpha1.UpdatePool, error) {
 	var pool v1alpha1.UpdatePool
-	data, _ := obj.MarshalJSON()
-	if err := json.Unmarshal(data, &pool); err != nil {
-		return nil, fmt.Errorf("read UpdatePool %s: %w", name, err)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &pool); err != nil {
+		return nil, fmt.Errorf("read UpdatePool %s: %w", obj.GetName(), err)
 	}
 	return &pool, nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
@@ -55,11 +56,29 @@ func TestPauseAndResume(t *testing.T) {
 	if out, code := run(t, "status", pool, "-o", "json", kube); code != 0 || !strings.Contains(out, `"pauseReason":"`+reason+`"`) {
 		t.Fatalf("status -o json of the paused pool: exit %d:\n%s", code, out)
 	}
-	if out, code := run(t, "resume", pool, kube); code != 0 || !strings.Contains(out, "resumed") {
+	// A failure on the target, as the coordinator lists it: resume
+	// acknowledges it for the failure budget.
+	res := dyn.Resource(v1alpha1.UpdatePoolResource())
+	obj, err := res.Get(t.Context(), pool, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedStringSlice(obj.Object, []string{"andon-0"}, "status", "failedNodes")
+	if _, err := res.UpdateStatus(t.Context(), obj, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := run(t, "resume", pool, kube); code != 0 || !strings.Contains(out, "resumed") || !strings.Contains(out, "acknowledged failures on the current target: andon-0") {
 		t.Fatalf("resume: exit %d:\n%s", code, out)
 	}
 	if s := spec(); s.Paused || s.PauseReason != "" {
 		t.Fatalf("after resume: paused %v, reason %q", s.Paused, s.PauseReason)
+	}
+	obj, err = res.Get(t.Context(), pool, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := obj.GetAnnotations()[v1alpha1.AnnotationFailuresAcknowledged]; got != "nodeward-abc:andon-0" {
+		t.Fatalf("acknowledgement %q, want nodeward-abc:andon-0", got)
 	}
 	// The API refuses a reason on a running pool, naming the field.
 	_, err = dyn.Resource(v1alpha1.UpdatePoolResource()).Patch(t.Context(), pool, types.MergePatchType,

@@ -33,6 +33,7 @@ type poolReport struct {
 	Config                  string       `json:"config"`
 	Paused                  bool         `json:"paused"`
 	PauseReason             string       `json:"pauseReason,omitempty"`
+	Halted                  string       `json:"halted,omitempty"`
 	Updated                 string       `json:"updated"`
 	Updating                string       `json:"updating"`
 	Degraded                string       `json:"degraded"`
@@ -85,6 +86,7 @@ func buildReport(pools []v1alpha1.UpdatePool, nodes []corev1.Node) (statusReport
 		}
 		s := p.Status
 		pr := poolReport{Name: p.Name, Config: s.ConfigName, Paused: p.Spec.Paused, PauseReason: p.Spec.PauseReason,
+			Halted: haltedMessage(p),
 			Updated: condStatus(p, v1alpha1.PoolUpdated), Updating: condStatus(p, v1alpha1.PoolUpdating),
 			Degraded: condStatus(p, v1alpha1.PoolDegraded), MachineCount: s.MachineCount,
 			ReadyMachineCount: s.ReadyMachineCount, UpdatedMachineCount: s.UpdatedMachineCount,
@@ -115,6 +117,14 @@ func nodeRow(n corev1.Node) nodeReport {
 		r.Grant = "-"
 	}
 	return r
+}
+
+// haltedMessage is the Halted condition's message while it is True.
+func haltedMessage(p v1alpha1.UpdatePool) string {
+	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.PoolHalted); c != nil && c.Status == metav1.ConditionTrue {
+		return c.Message
+	}
+	return ""
 }
 
 func condStatus(p v1alpha1.UpdatePool, t string) string {
@@ -152,6 +162,9 @@ func printStatus(out io.Writer, r statusReport, format string, now time.Time) er
 		fmt.Fprintf(out, "\nPOOL %s\n", p.Name)
 		if p.Paused {
 			fmt.Fprintf(out, "PAUSED: %s\n", cmp.Or(p.PauseReason, "no reason given"))
+		}
+		if p.Halted != "" {
+			fmt.Fprintf(out, "HALTED: %s\n", p.Halted)
 		}
 		if err := printNodes(out, p.Nodes, now, wide); err != nil {
 			return err

@@ -25,7 +25,8 @@ func TestStatusTablesReadLikeOcGetMcp(t *testing.T) {
 	var out bytes.Buffer
 	pool := v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: "worker"}, Status: v1alpha1.UpdatePoolStatus{
 		ConfigName: "nodeward-abc", MachineCount: 3, ReadyMachineCount: 2, UpdatedMachineCount: 1,
-		Conditions: []metav1.Condition{{Type: v1alpha1.PoolUpdating, Status: metav1.ConditionTrue}},
+		Conditions: []metav1.Condition{{Type: v1alpha1.PoolUpdating, Status: metav1.ConditionTrue},
+			{Type: v1alpha1.PoolHalted, Status: metav1.ConditionTrue, Message: "failure budget of 1 exhausted: w9 failed on the target"}},
 	}}
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	r, err := buildReport([]v1alpha1.UpdatePool{pool}, []corev1.Node{{
@@ -44,7 +45,7 @@ func TestStatusTablesReadLikeOcGetMcp(t *testing.T) {
 	}
 	got := out.String()
 	for _, want := range []string{"MACHINECOUNT", "READYMACHINECOUNT", "UPDATEDMACHINECOUNT", "worker", "nodeward-abc",
-		"Unknown", "True", "w1", "Draining", "1m30s", "blocked by PDB a/pdb"} {
+		"Unknown", "True", "w1", "Draining", "1m30s", "blocked by PDB a/pdb", "HALTED: failure budget of 1 exhausted: w9"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("status output lacks %q:\n%s", want, got)
 		}

@@ -86,7 +86,7 @@ func buildReport(pools []v1alpha1.UpdatePool, nodes []corev1.Node) (statusReport
 		}
 		s := p.Status
 		pr := poolReport{Name: p.Name, Config: s.ConfigName, Paused: p.Spec.Paused, PauseReason: p.Spec.PauseReason,
-			Halted: haltedMessage(p),
+			Halted:  haltedMessage(p),
 			Updated: condStatus(p, v1alpha1.PoolUpdated), Updating: condStatus(p, v1alpha1.PoolUpdating),
 			Degraded: condStatus(p, v1alpha1.PoolDegraded), MachineCount: s.MachineCount,
 			ReadyMachineCount: s.ReadyMachineCount, UpdatedMachineCount: s.UpdatedMachineCount,

@@ -192,6 +192,25 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, ok func() bool)
 	}
 }
 
+// watchArmed runs the probe's trigger watch until ctx ends and waits until
+// it is armed; the channel gives the watch's result.
+func watchArmed(ctx context.Context, t *testing.T, probe *MemoryProbe, where string) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- probe.Watch(ctx, make(chan struct{}, 1)) }()
+	deadline := time.After(10 * time.Second)
+	for !triggerArmed(probe) {
+		select {
+		case err := <-done:
+			t.Fatalf("trigger watch on %s ended: %v", where, err)
+		case <-deadline:
+			t.Fatalf("trigger on %s never armed", where)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return done
+}
+
 // TestPSITriggerWithReadOnlyHostProc: the DaemonSet mounts the host's /proc
 // read-only at /host/proc, where writing a trigger fails with EROFS; the
 // probe then arms the trigger on its own /proc, whose PSI is the same
@@ -211,18 +230,7 @@ func TestPSITriggerWithReadOnlyHostProc(t *testing.T) {
 	}
 	probe := NewMemoryProbe(DefaultConfig().Memory, root, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- probe.Watch(ctx, make(chan struct{}, 1)) }()
-	deadline := time.After(10 * time.Second)
-	for !triggerArmed(probe) {
-		select {
-		case err := <-done:
-			t.Fatalf("trigger watch on a read-only host /proc ended: %v", err)
-		case <-deadline:
-			t.Fatal("trigger never armed")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	done := watchArmed(ctx, t, probe, "a read-only host /proc")
 	if s := probe.Sample(ctx); s.Verdict == Unknown {
 		t.Errorf("sample from the read-only /proc: %v %q", s.Verdict, s.Message)
 	}

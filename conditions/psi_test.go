@@ -43,18 +43,7 @@ func TestDefaultTriggerWindowFollowsTheKernel(t *testing.T) {
 	probe := NewMemoryProbe(DefaultConfig().Memory, "/proc", nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- probe.Watch(ctx, make(chan struct{}, 1)) }()
-	deadline := time.After(10 * time.Second)
-	for !triggerArmed(probe) {
-		select {
-		case err := <-done:
-			t.Fatalf("trigger watch ended: %v", err)
-		case <-deadline:
-			t.Fatal("trigger never armed")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	watchArmed(ctx, t, probe, "/proc")
 	want := 2 * time.Second
 	if hasCapability(t, unix.CAP_SYS_RESOURCE) {
 		want = time.Second

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/nodeward/nodeward/atomicfile"
 )
 
 // errInvalid is EINVAL, what readlink answers for a file that is no link.
@@ -130,7 +132,7 @@ func writeFileAtomic(p string, s state) (err error) {
 	if err = os.Rename(tmp.Name(), p); err != nil {
 		return fmt.Errorf("replacing %s: %w", p, err)
 	}
-	return syncDir(filepath.Dir(p))
+	return atomicfile.SyncDir(filepath.Dir(p))
 }
 
 func symlinkAtomic(p, target string) error {
@@ -143,7 +145,7 @@ func symlinkAtomic(p, target string) error {
 		os.Remove(tmp)
 		return fmt.Errorf("replacing %s: %w", p, err)
 	}
-	return syncDir(filepath.Dir(p))
+	return atomicfile.SyncDir(filepath.Dir(p))
 }
 
 func remove(p string) error {
@@ -154,19 +156,7 @@ func remove(p string) error {
 	if err != nil {
 		return fmt.Errorf("removing %s: %w", p, err)
 	}
-	return syncDir(filepath.Dir(p))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing directory %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing directory %s: %w", dir, err)
-	}
-	return nil
+	return atomicfile.SyncDir(filepath.Dir(p))
 }
 
 // mkdirAll creates the missing directories of disk path dir with mode and,

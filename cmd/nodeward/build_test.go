@@ -60,7 +60,7 @@ func TestPackagesImportOneWay(t *testing.T) {
 		// leaf too.
 		"api/kube/metricsauth": {"api/v1alpha1", "api/kube", "hostexec", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
 		// Leaves: the rendered MachineConfig, the atomic file writer.
-		"machineconfig": {"api/v1alpha1", "api/kube", "hostexec", "atomicfile", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
+		"machineconfig": {"api/v1alpha1", "api/kube", "hostexec", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
 		"atomicfile":    {"api/v1alpha1", "api/kube", "hostexec", "machineconfig", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
 	}
 	for pkg, forbidden := range rules {

@@ -101,7 +101,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if err := cp.writeCredentials(); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(6)
+	ports, err := FreePorts(6)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +167,7 @@ func (cp *ControlPlane) startEtcd(ctx context.Context, clientPort, peerPort int)
 
 func (cp *ControlPlane) waitEtcd(ctx context.Context, p *Process) error {
 	httpClient := &http.Client{Timeout: 2 * time.Second}
-	return poll(ctx, "etcd health", 100*time.Millisecond, []*Process{p}, func(ctx context.Context) (bool, error) {
+	return Poll(ctx, "etcd health", 100*time.Millisecond, []*Process{p}, func(ctx context.Context) (bool, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cp.etcdURL+"/health", nil)
 		resp, err := httpClient.Do(req)
 		if err != nil {
@@ -221,7 +221,7 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, etcdPort, port int) 
 }
 
 func (cp *ControlPlane) waitAPIServer(ctx context.Context, p *Process) error {
-	return poll(ctx, "kube-apiserver /readyz", 200*time.Millisecond, []*Process{p}, func(ctx context.Context) (bool, error) {
+	return Poll(ctx, "kube-apiserver /readyz", 200*time.Millisecond, []*Process{p}, func(ctx context.Context) (bool, error) {
 		body, err := cp.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		if err != nil {
 			return false, fmt.Errorf("%w: %s", err, firstLines(string(body), 3))
@@ -295,7 +295,7 @@ func (cp *ControlPlane) startControllers(ctx context.Context, kcmPort, schedPort
 		{"kube-scheduler", fmt.Sprintf("https://127.0.0.1:%d/healthz", schedPort)},
 		{"kwok", fmt.Sprintf("http://127.0.0.1:%d/healthz", kwokPort)},
 	} {
-		if err := poll(ctx, c.name+" health", 100*time.Millisecond, cp.procs, func(ctx context.Context) (bool, error) {
+		if err := Poll(ctx, c.name+" health", 100*time.Millisecond, cp.procs, func(ctx context.Context) (bool, error) {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
 			resp, err := insecure.Do(req)
 			if err != nil {
@@ -309,7 +309,7 @@ func (cp *ControlPlane) startControllers(ctx context.Context, kcmPort, schedPort
 	}
 	// The service-account controller creating "default" proves the
 	// controller manager's informers are synced and it is acting.
-	return poll(ctx, "the default ServiceAccount", 100*time.Millisecond, cp.procs, func(ctx context.Context) (bool, error) {
+	return Poll(ctx, "the default ServiceAccount", 100*time.Millisecond, cp.procs, func(ctx context.Context) (bool, error) {
 		_, err := cp.client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, err
 	})

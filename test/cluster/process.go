@@ -20,20 +20,32 @@ type Process struct {
 	name    string
 	binary  string
 	args    []string
+	opts    LaunchOptions
 	cmd     *exec.Cmd
 	logPath string
 	done    chan struct{}
 	waitErr error
 }
 
+// LaunchOptions say how Launch runs a process.
+type LaunchOptions struct {
+	// Append continues the log instead of truncating it.
+	Append bool
+	// Session starts the process in a session of its own and has the
+	// kernel send it SIGTERM, not SIGKILL, when the test binary dies, so
+	// that it can reap what it holds (test/node's holder of the node's
+	// mount namespace).
+	Session bool
+}
+
 func startProcess(name, binary, logDir string, args ...string) (*Process, error) {
-	return launch(name, binary, filepath.Join(logDir, name+".log"), os.O_TRUNC, args)
+	return Launch(name, binary, filepath.Join(logDir, name+".log"), LaunchOptions{}, args...)
 }
 
 // StartProcess starts binary with args as a Process whose stdout and stderr
 // go to logPath (truncated). Stop or Kill it when done.
 func StartProcess(name, binary, logPath string, args ...string) (*Process, error) {
-	return launch(name, binary, logPath, os.O_TRUNC, args)
+	return Launch(name, binary, logPath, LaunchOptions{}, args...)
 }
 
 // LogPath is the file receiving the process's output.
@@ -42,15 +54,24 @@ func (p *Process) LogPath() string { return p.logPath }
 // Done is closed once the process has ended.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
+// Pid is the process's ID, also its process group's.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Again starts the same command as p, which must have ended, appending to
 // its log.
 func (p *Process) Again() (*Process, error) {
-	return launch(p.name, p.binary, p.logPath, os.O_APPEND, p.args)
+	opts := p.opts
+	opts.Append = true
+	return Launch(p.name, p.binary, p.logPath, opts, p.args...)
 }
 
-// launch starts binary; logMode is os.O_TRUNC for a new log or os.O_APPEND
-// to continue one.
-func launch(name, binary, logPath string, logMode int, args []string) (*Process, error) {
+// Launch starts binary with args as a Process whose stdout and stderr go to
+// logPath, as opts say. Stop or Kill it when done.
+func Launch(name, binary, logPath string, opts LaunchOptions, args ...string) (*Process, error) {
+	logMode := os.O_TRUNC
+	if opts.Append {
+		logMode = os.O_APPEND
+	}
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|logMode, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("create log for %s: %w", name, err)
@@ -59,11 +80,14 @@ func launch(name, binary, logPath string, logMode int, args []string) (*Process,
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if opts.Session {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGTERM}
+	}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &Process{name: name, binary: binary, args: args, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	p := &Process{name: name, binary: binary, args: args, opts: opts, cmd: cmd, logPath: logPath, done: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
 		logFile.Close()
@@ -102,10 +126,10 @@ func (p *Process) Stop(grace time.Duration) {
 	<-p.done
 }
 
-// freePorts reserves n distinct loopback ports. The listeners are closed just
+// FreePorts reserves n distinct loopback ports. The listeners are closed just
 // before the components bind them; the window is small and ports are picked
 // by the kernel, so collisions are rare.
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	listeners := make([]net.Listener, 0, n)
 	defer func() {
 		for _, l := range listeners {
@@ -124,9 +148,9 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// poll calls check until it reports done, fails, or ctx ends; each process in
+// Poll calls check until it reports done, fails, or ctx ends; each process in
 // watch is checked too so that a crashed component fails fast with its log.
-func poll(ctx context.Context, what string, interval time.Duration, watch []*Process, check func(context.Context) (bool, error)) error {
+func Poll(ctx context.Context, what string, interval time.Duration, watch []*Process, check func(context.Context) (bool, error)) error {
 	var last error
 	for {
 		for _, p := range watch {

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -77,7 +76,7 @@ func (e *Env) start() (err error) {
 	if _, err := os.Stat(kubelet); err != nil {
 		return fmt.Errorf("kubelet: %w (run `make testbin`)", err)
 	}
-	if e.root, err = repoRoot(); err != nil {
+	if e.root, err = cluster.RepoRoot(); err != nil {
 		return err
 	}
 	if e.dir, err = os.MkdirTemp("", "nodeward-realnode-"); err != nil {
@@ -141,21 +140,3 @@ func (e *Env) Root() string { return e.root }
 
 // Dir is a work directory that lives as long as the Env.
 func (e *Env) Dir() string { return e.dir }
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil &&
-			bytes.HasPrefix(data, []byte("module github.com/nodeward/nodeward\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no nodeward go.mod above the working directory")
-		}
-		dir = parent
-	}
-}

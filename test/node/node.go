@@ -47,9 +47,9 @@ type Node struct {
 	createdMPs []string // host mount points this node created
 
 	mu         sync.Mutex // guards containerd against Stop and RestartContainerd
-	holder     *process
-	containerd *process
-	kubelet    *process
+	holder     *cluster.Process
+	containerd *cluster.Process
+	kubelet    *cluster.Process
 	stopOnce   sync.Once
 }
 
@@ -104,7 +104,7 @@ func (n *Node) path(elem ...string) string { return filepath.Join(append([]strin
 
 func (n *Node) writeConfigs() error {
 	cp := n.opts.ControlPlane
-	ports, err := freePorts(2)
+	ports, err := cluster.FreePorts(2)
 	if err != nil {
 		return err
 	}
@@ -137,31 +137,31 @@ func (n *Node) startHolder(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read the test's mount namespace: %w", err)
 	}
-	p, err := launch("holder", n.path("holder.log"), true, "unshare", "--mount", "--propagation", "private",
+	p, err := cluster.Launch("holder", "unshare", n.path("holder.log"), cluster.LaunchOptions{Append: true, Session: true}, "--mount", "--propagation", "private",
 		"sh", "-c", namespaceScript(n.dir, n.opts.Tools.Holder, "-cgroup-root", n.cgroupRoot, "-host-ns", hostNS))
 	if err != nil {
 		return err
 	}
 	n.holder = p
-	return poll(ctx, "the node's mount namespace", 20*time.Millisecond, []*process{p}, func(context.Context) (bool, error) {
-		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.cmd.Process.Pid))
+	return cluster.Poll(ctx, "the node's mount namespace", 20*time.Millisecond, []*cluster.Process{p}, func(context.Context) (bool, error) {
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.Pid()))
 		return err == nil && exe == n.opts.Tools.Holder, err
 	})
 }
 
 // inNamespace is the command line that runs argv in the node's namespace.
 func (n *Node) inNamespace(argv ...string) []string {
-	return append([]string{"nsenter", fmt.Sprintf("--mount=/proc/%d/ns/mnt", n.holder.cmd.Process.Pid), "--"}, argv...)
+	return append([]string{"nsenter", fmt.Sprintf("--mount=/proc/%d/ns/mnt", n.holder.Pid()), "--"}, argv...)
 }
 
 func (n *Node) startContainerd(ctx context.Context) error {
 	argv := n.inNamespace("containerd", "--config", n.path("containerd.toml"))
-	p, err := launch("containerd", n.path("containerd.log"), false, argv[0], argv[1:]...)
+	p, err := cluster.Launch("containerd", argv[0], n.path("containerd.log"), cluster.LaunchOptions{Append: true}, argv[1:]...)
 	if err != nil {
 		return err
 	}
 	n.containerd = p
-	return poll(ctx, "containerd's socket", 100*time.Millisecond, []*process{n.holder, p}, func(ctx context.Context) (bool, error) {
+	return cluster.Poll(ctx, "containerd's socket", 100*time.Millisecond, []*cluster.Process{n.holder, p}, func(ctx context.Context) (bool, error) {
 		out, err := exec.CommandContext(ctx, "ctr", "--address", n.ContainerdSocket(), "version").CombinedOutput()
 		if err != nil {
 			return false, fmt.Errorf("%w: %s", err, out)
@@ -200,7 +200,7 @@ func (n *Node) RestartContainerd(ctx context.Context) error {
 func (n *Node) StopContainerd() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.containerd.stop(15 * time.Second)
+	n.containerd.Stop(15 * time.Second)
 }
 
 // StartContainerd starts containerd again on the same root, state and
@@ -219,13 +219,13 @@ func (n *Node) startKubelet(ctx context.Context) error {
 		"--cert-dir="+n.path("kubelet-pki"),
 		"--v=1",
 	)
-	p, err := launch("kubelet", n.path("kubelet.log"), false, argv[0], argv[1:]...)
+	p, err := cluster.Launch("kubelet", argv[0], n.path("kubelet.log"), cluster.LaunchOptions{Append: true}, argv[1:]...)
 	if err != nil {
 		return err
 	}
 	n.kubelet = p
 	client := n.opts.ControlPlane.Client()
-	return poll(ctx, "node "+n.opts.Name+" Ready", 200*time.Millisecond, []*process{n.holder, n.containerd, p}, func(ctx context.Context) (bool, error) {
+	return cluster.Poll(ctx, "node "+n.opts.Name+" Ready", 200*time.Millisecond, []*cluster.Process{n.holder, n.containerd, p}, func(ctx context.Context) (bool, error) {
 		node, err := client.CoreV1().Nodes().Get(ctx, n.opts.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -243,7 +243,7 @@ func (n *Node) startKubelet(ctx context.Context) error {
 // root), for files the kubelet mounted inside the namespace such as a pod's
 // projected service account token.
 func (n *Node) HostPath(path string) string {
-	return filepath.Join(fmt.Sprintf("/proc/%d/root", n.holder.cmd.Process.Pid), path)
+	return filepath.Join(fmt.Sprintf("/proc/%d/root", n.holder.Pid()), path)
 }
 
 // Name is the Node's name.
@@ -260,14 +260,14 @@ func (n *Node) Stop() {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		if n.kubelet != nil {
-			n.kubelet.stop(15 * time.Second)
+			n.kubelet.Stop(15 * time.Second)
 		}
 		if n.holder != nil {
-			n.holder.stop(30 * time.Second)
+			n.holder.Stop(30 * time.Second)
 		}
-		for _, p := range []*process{n.containerd, n.kubelet} {
+		for _, p := range []*cluster.Process{n.containerd, n.kubelet} {
 			if p != nil {
-				p.stop(5 * time.Second)
+				p.Stop(5 * time.Second)
 			}
 		}
 		removeCgroupRoot(n.cgroupRoot)

@@ -135,7 +135,7 @@ func request(verb string, node *corev1.Node) string {
 }
 
 func (d *DrainHandshake) ask(ctx context.Context, value string) error {
-	if err := update.PatchAnnotations(ctx, d.Client, d.NodeName, map[string]*string{AnnotationDesiredDrain: &value}); err != nil {
+	if _, err := update.PatchAnnotations(ctx, d.Client, d.NodeName, map[string]*string{AnnotationDesiredDrain: &value}); err != nil {
 		return fmt.Errorf("ask the MCO drain controller for %s: %w", value, err)
 	}
 	return nil

@@ -2,7 +2,6 @@ package mco
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodeward/nodeward/api/kube"
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
@@ -119,14 +117,21 @@ func (p *Protocol) Desired(ctx context.Context, node *corev1.Node) (update.Desir
 
 // refuse reports Degraded with why, once per distinct reason.
 func (p *Protocol) refuse(ctx context.Context, why string) {
+	_, _, _ = p.degrade(ctx, why)
+}
+
+// degrade reports Degraded with why unless that is what the node says
+// already; it returns the node as written and whether it wrote.
+func (p *Protocol) degrade(ctx context.Context, why string) (*corev1.Node, bool, error) {
 	p.mu.Lock()
 	same := p.failing == StateDegraded && p.failingReason == why
 	p.failing, p.failingReason, p.loaded = StateDegraded, why, true
 	p.mu.Unlock()
 	if same {
-		return
+		return nil, false, nil
 	}
-	_, _ = p.patch(ctx, map[string]*string{AnnotationState: ptr(StateDegraded), AnnotationReason: ptr(bound(why))})
+	node, err := p.patch(ctx, map[string]*string{AnnotationState: ptr(StateDegraded), AnnotationReason: ptr(bound(why))})
+	return node, err == nil, err
 }
 
 // Report implements update.Protocol: state and reason, currentConfig once
@@ -217,21 +222,11 @@ func (p *Protocol) ReportError(ctx context.Context, st update.State, stepErr err
 	default:
 		return nil
 	}
-	p.mu.Lock()
-	same := p.failing == StateDegraded && p.failingReason == why
-	p.mu.Unlock()
-	if same {
-		return nil
-	}
-	p.setFailing(StateDegraded, why)
-	node, err := p.patch(ctx, map[string]*string{AnnotationState: ptr(StateDegraded), AnnotationReason: ptr(bound(why))})
-	if err != nil {
+	node, wrote, err := p.degrade(ctx, why)
+	if err != nil || !wrote || p.Status == nil {
 		return err
 	}
-	if p.Status != nil {
-		return p.Status.Write(ctx, node, st, StateDegraded, why)
-	}
-	return nil
+	return p.Status.Write(ctx, node, st, StateDegraded, why)
 }
 
 // loadFailing reads a Degraded or Unreconcilable state back from the node
@@ -264,13 +259,9 @@ func (p *Protocol) setFailing(state, reason string) {
 
 // patch merges set into the node's annotations and returns the node.
 func (p *Protocol) patch(ctx context.Context, set map[string]*string) (*corev1.Node, error) {
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": set}})
+	node, err := update.PatchAnnotations(ctx, p.Client, p.Node, set)
 	if err != nil {
-		return nil, fmt.Errorf("encode annotation patch: %w", err)
-	}
-	node, err := p.Client.Nodes().Patch(ctx, p.Node, types.MergePatchType, body, metav1.PatchOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("report MCO state on node %s: %w", p.Node, err)
+		return nil, fmt.Errorf("report MCO state: %w", err)
 	}
 	return node, nil
 }

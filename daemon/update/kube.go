@@ -14,16 +14,18 @@ import (
 )
 
 // PatchAnnotations sets (value non-nil) or removes (nil) annotations of a
-// node with a JSON merge patch, which touches no other key.
-func PatchAnnotations(ctx context.Context, client *kube.Client, node string, set map[string]*string) error {
+// node with a JSON merge patch, which touches no other key, and returns the
+// node as written.
+func PatchAnnotations(ctx context.Context, client *kube.Client, node string, set map[string]*string) (*corev1.Node, error) {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": set}})
 	if err != nil {
-		return fmt.Errorf("encode annotation patch: %w", err)
+		return nil, fmt.Errorf("encode annotation patch: %w", err)
 	}
-	if _, err := client.Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("patch annotations of node %s: %w", node, err)
+	written, err := client.Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("patch annotations of node %s: %w", node, err)
 	}
-	return nil
+	return written, nil
 }
 
 // NodeEvents records Events on the Node object.

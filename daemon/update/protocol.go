@@ -56,7 +56,8 @@ func (p *AnnotationProtocol) Desired(_ context.Context, node *corev1.Node) (Desi
 
 // Report implements Protocol with one merge patch of the agent's keys.
 func (p *AnnotationProtocol) Report(ctx context.Context, st State) error {
-	return PatchAnnotations(ctx, p.Client, p.Node, ReportAnnotations(st))
+	_, err := PatchAnnotations(ctx, p.Client, p.Node, ReportAnnotations(st))
+	return err
 }
 
 // ReportAnnotations are the agent's keys for st, as a merge patch: a nil

@@ -64,7 +64,10 @@ func TestPackagesImportOneWay(t *testing.T) {
 		"atomicfile":    {"api/v1alpha1", "api/kube", "hostexec", "machineconfig", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
 		// The coordinator's Alertmanager silences: a leaf on the API types
 		// only, with its own small HTTP client.
-		"silence": {"api/kube", "hostexec", "machineconfig", "atomicfile", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
+		"silence": {"api/kube", "hostexec", "machineconfig", "atomicfile", "gate", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
+		// The health gates, used by the coordinator: a leaf on the API
+		// types and the Prometheus client.
+		"gate": {"api/kube", "hostexec", "machineconfig", "atomicfile", "silence", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
 	}
 	for pkg, forbidden := range rules {
 		out, err := exec.Command("go", "list", "-deps", mod+pkg).CombinedOutput()

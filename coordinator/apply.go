@@ -91,6 +91,7 @@ func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan 
 	for _, n := range plan.grant {
 		result(n, "grant", c.grant(ctx, pool, plan, views[n], in.now))
 	}
+	c.applySoaks(ctx, plan, views, result)
 	yielded := map[string]bool{}
 	for _, n := range plan.yielded {
 		yielded[n] = true
@@ -146,7 +147,8 @@ func grantAnnotations(pool *v1alpha1.UpdatePool, target, grant string) map[strin
 // releaseAnnotations is the patch that gives a slot back; a yield also
 // records when, so the node goes to the back of the queue.
 func releaseAnnotations(yielded bool, now time.Time) map[string]*string {
-	set := map[string]*string{v1alpha1.AnnotationGrant: nil, v1alpha1.AnnotationGrantTarget: nil, v1alpha1.AnnotationGrantPool: nil}
+	set := map[string]*string{v1alpha1.AnnotationGrant: nil, v1alpha1.AnnotationGrantTarget: nil, v1alpha1.AnnotationGrantPool: nil,
+		v1alpha1.AnnotationSoakUntil: nil}
 	if yielded {
 		at := now.UTC().Format(time.RFC3339)
 		set[v1alpha1.AnnotationYieldedAt] = &at

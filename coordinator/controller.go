@@ -24,6 +24,8 @@ import (
 
 	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/gate"
+	"github.com/nodeward/nodeward/silence"
 )
 
 // Options configure a Controller.
@@ -53,6 +55,11 @@ type Options struct {
 	// the node cache counts without asking the API again; then a GET
 	// decides (expect.go). Default 30 s.
 	ExpectationTimeout time.Duration
+	// Gates evaluates pools' health gates; a default evaluator when nil.
+	Gates *gate.Evaluator
+	// Silences keeps pools' Alertmanager silences; a default keeper when
+	// nil.
+	Silences *silence.Keeper
 	// Health, when set, receives the state /readyz and /healthz report.
 	Health *Health
 	// SyncWarningInterval is how long the caches may stay unsynced (or
@@ -88,6 +95,8 @@ type Controller struct {
 	events   record.EventRecorder
 	// statusWritten is when each pool's status was last written.
 	statusWritten map[string]time.Time
+	// guardrails are the pools' gate verdicts and silence syncs.
+	guardrails map[string]guardrailState
 	// guardGrownAt is when a rate-limited zone last gained a permit.
 	guardGrownAt time.Time
 	stopEvents   func()
@@ -118,6 +127,12 @@ func New(opts Options) *Controller {
 	}
 	if opts.ExpectationTimeout == 0 {
 		opts.ExpectationTimeout = 30 * time.Second
+	}
+	if opts.Gates == nil {
+		opts.Gates = gate.NewEvaluator(nil)
+	}
+	if opts.Silences == nil {
+		opts.Silences = silence.NewKeeper(nil, opts.Now)
 	}
 	// Plain informers rather than client-go's informer factory, whose
 	// ForResource links the informers and listers of every API group.
@@ -152,6 +167,7 @@ func New(opts Options) *Controller {
 		pending:       map[string]expectation{},
 		failures:      map[string]failure{},
 		statusWritten: map[string]time.Time{},
+		guardrails:    map[string]guardrailState{},
 	}
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(opts.Client.EventSink(context.Background()))
@@ -329,7 +345,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	}
 	now := c.opts.Now()
 	c.expire(ctx, now)
-	in, silent, plan, err := c.planPass(pool, now)
+	in, silent, plan, err := c.plan(ctx, pool, now)
 	if err != nil {
 		return err
 	}
@@ -348,11 +364,17 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 			c.opts.Log.Info("pool spec changed since the cache read; planning again with the API server's copy",
 				"pool", pool.Name, "cachedGeneration", pool.Generation, "generation", fresh.Generation)
 			pool = fresh
-			if in, silent, plan, err = c.planPass(pool, now); err != nil {
+			if in, silent, plan, err = c.plan(ctx, pool, now); err != nil {
 				return err
 			}
 		}
 	}
+	if plan.gateHalt != "" {
+		// Persisted before anything is released; the pool's update
+		// event plans it again, halted.
+		return c.persistHalt(ctx, pool, plan.gateHalt)
+	}
+	c.syncSilences(ctx, pool, plan, now)
 	var errs []error
 	for _, n := range silent {
 		marked, err := markHealthUnknown(ctx, c.opts.Client, n, now)
@@ -370,6 +392,9 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	if d := c.nextRetry(now); d > 0 {
 		c.queue.AddAfter(key, d)
 	}
+	if d := soakEnds(in, plan); d > 0 {
+		c.queue.AddAfter(key, d)
+	}
 	errs = append(errs, c.maybeWriteStatus(ctx, key, pool, plan, now))
 	return errors.Join(errs...)
 }
@@ -378,7 +403,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 // nodes, so that a node event in between leaves a new grant in the copy or
 // in the list, never in neither. It also returns the nodes whose agents
 // went silent.
-func (c *Controller) planPass(pool *v1alpha1.UpdatePool, now time.Time) (planInput, []*corev1.Node, *poolPlan, error) {
+func (c *Controller) planPass(pool *v1alpha1.UpdatePool, now time.Time, gates *gateVerdict) (planInput, []*corev1.Node, *poolPlan, error) {
 	pending := c.pendingNodes()
 	if c.opts.betweenReads != nil {
 		c.opts.betweenReads(pool)
@@ -387,6 +412,7 @@ func (c *Controller) planPass(pool *v1alpha1.UpdatePool, now time.Time) (planInp
 	if err != nil {
 		return in, nil, nil, err
 	}
+	in.gates = gates
 	plan, err := planPool(in)
 	if err != nil {
 		return in, nil, nil, fmt.Errorf("plan pool %s: %w", pool.Name, err)

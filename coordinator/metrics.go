@@ -15,6 +15,11 @@ type Metrics struct {
 	queue       *prometheus.GaugeVec
 	waiting     *prometheus.GaugeVec
 	inProgress  *prometheus.GaugeVec
+	// gatesPassing, gateSeconds and silenceErrors exist only for the
+	// pools with gates or silences.
+	gatesPassing  *prometheus.GaugeVec
+	gateSeconds   *prometheus.HistogramVec
+	silenceErrors *prometheus.CounterVec
 
 	mu sync.Mutex
 	// flying holds each pool's nodes in nodeward_node_update_in_progress,
@@ -38,16 +43,29 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "nodeward_pool_waiting",
 			Help: "1 for why the pool's rollout makes no progress now, 0 for the other reasons: " +
-				"none, paused, outside_window, limit_reached, staging, drain_blocked, degraded.",
+				"none, paused, halted, gates_failing, outside_window, limit_reached, soaking, staging, drain_blocked, degraded.",
 		}, []string{"pool", "reason"}),
 		inProgress: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "nodeward_node_update_in_progress",
 			Help: "1 while the node holds an update slot of the pool (a planned drain and reboot); no series otherwise.",
 		}, []string{"node", "pool"}),
+		gatesPassing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nodeward_pool_gates_passing",
+			Help: "1 when the pool's health gates passed at their last evaluation, 0 when they held grants (fail closed).",
+		}, []string{"pool"}),
+		gateSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "nodeward_pool_gate_evaluation_seconds",
+			Help:    "Time to evaluate the pool's health gates against Prometheus.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"pool"}),
+		silenceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeward_pool_silence_errors_total",
+			Help: "Failed syncs of the pool's Alertmanager silences.",
+		}, []string{"pool"}),
 		flying: map[string][]string{},
 	}
 	if reg != nil {
-		reg.MustRegister(m.grants, m.unavailable, m.queue, m.waiting, m.inProgress)
+		reg.MustRegister(m.grants, m.unavailable, m.queue, m.waiting, m.inProgress, m.gatesPassing, m.gateSeconds, m.silenceErrors)
 	}
 	return m
 }
@@ -83,7 +101,7 @@ func (m *Metrics) observe(pool string, p *poolPlan) {
 func (m *Metrics) forget(pool string) {
 	match := prometheus.Labels{"pool": pool}
 	for _, v := range []*prometheus.MetricVec{m.grants.MetricVec, m.unavailable.MetricVec, m.queue.MetricVec,
-		m.waiting.MetricVec, m.inProgress.MetricVec} {
+		m.waiting.MetricVec, m.inProgress.MetricVec, m.gatesPassing.MetricVec, m.gateSeconds.MetricVec, m.silenceErrors.MetricVec} {
 		v.DeletePartialMatch(match)
 	}
 	m.mu.Lock()
@@ -94,7 +112,7 @@ func (m *Metrics) forget(pool string) {
 // stopped drops every pool's gauges when the controller stops (a leader
 // that lost its Lease): only the leader's plan is current.
 func (m *Metrics) stopped() {
-	for _, v := range []*prometheus.GaugeVec{m.unavailable, m.queue, m.waiting, m.inProgress} {
+	for _, v := range []*prometheus.GaugeVec{m.unavailable, m.queue, m.waiting, m.inProgress, m.gatesPassing} {
 		v.Reset()
 	}
 	m.mu.Lock()

@@ -48,7 +48,10 @@ type nodeView struct {
 	staged      string
 	target      string
 	yieldedAt   time.Time
-	reason      string
+	// soakUntil is when the node's soak after Done ends; zero before it
+	// starts.
+	soakUntil time.Time
+	reason    string
 	// drainBlocked: the node's drain waits on a PDB, a refused eviction or
 	// a pre-drain hook (its Drained or Drainable condition says so).
 	drainBlocked bool
@@ -64,6 +67,7 @@ type nodeView struct {
 	selected bool   // the pool's selector matches the node
 	shared   bool   // another pool's selector matches it too: never granted
 	owner    string // the pool that releases its grant; "" when unknown
+	canary   bool   // the pool's canary selector matches the node
 }
 
 func viewNode(node *corev1.Node, leaseOK bool, target string) nodeView {
@@ -92,6 +96,9 @@ func viewNode(node *corev1.Node, leaseOK bool, target string) nodeView {
 	v.drainBlocked = drainBlocked(node)
 	if t, err := time.Parse(time.RFC3339, a[v1alpha1.AnnotationYieldedAt]); err == nil {
 		v.yieldedAt = t
+	}
+	if t, err := time.Parse(time.RFC3339, a[v1alpha1.AnnotationSoakUntil]); err == nil {
+		v.soakUntil = t
 	}
 	avail := v1alpha1.NodeAvailability{Target: target, AgentAlive: leaseOK}
 	v.down, v.why = v1alpha1.Unavailable(node, avail)
@@ -167,7 +174,7 @@ func (v nodeView) managed() bool { return v.selected && !v.shared }
 func isCoordinatorAnnotation(key string) bool {
 	switch key {
 	case v1alpha1.AnnotationTarget, v1alpha1.AnnotationGrant, v1alpha1.AnnotationYieldedAt,
-		v1alpha1.AnnotationGrantTarget, v1alpha1.AnnotationGrantPool,
+		v1alpha1.AnnotationGrantTarget, v1alpha1.AnnotationGrantPool, v1alpha1.AnnotationSoakUntil,
 		v1alpha1.AnnotationDrainTimeout, v1alpha1.AnnotationYieldOnDrainTimeout, v1alpha1.AnnotationForceOnDrainTimeout:
 		return true
 	}

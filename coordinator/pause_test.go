@@ -56,7 +56,7 @@ func TestFailureBudgetHaltsThePoolUntilResumed(t *testing.T) {
 	r := newRig(t, prefix, 4, 2)
 	cp, dyn, ctx, agents := r.cp, r.dyn, r.ctx, r.agents
 	createPool(t, dyn, prefix, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Spec: v1alpha1.UpdatePoolSpec{
-		NodeSelector: groupSelector(prefix), OSImage: "os:bu1", MaxUnavailable: ptr.To(intstrInt(2)), FailureBudget: ptr.To[int32](1),
+		NodeSelector: groupSelector(prefix), OSImage: "os:bu1", MaxUnavailable: ptr.To(intstrInt(2)), FailureBudget: ptr.To(intstrInt(1)),
 	}})
 	runCoordinator(ctx, t, cp, dyn, prefix)
 	failed, ok := agents.next(t, time.Minute), agents.next(t, time.Minute)

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -73,7 +74,9 @@ type planInput struct {
 	// controlPlaneBusy says why no control-plane node may be granted: one
 	// is unavailable already, cluster-wide. Empty when none is.
 	controlPlaneBusy string
-	now              time.Time
+	// gates is the gates' verdict for this pass; nil until evaluated.
+	gates *gateVerdict
+	now   time.Time
 }
 
 // poolPlan is what one reconcile of a pool decides.
@@ -90,30 +93,62 @@ type poolPlan struct {
 	updated     int
 	ready       int
 	degraded    []string
-	halted      string // why the failure budget stops grants; "" when it does not
+	halted      halt   // why nothing is granted until an operator resumes; zero when not halted
 	waiting     string // why no grant was made although nodes need one
 	wait        waitReason
 	inFlight    []string // nodes updating under the pool's grants
 	queued      int      // managed nodes that need the target and hold no slot
+	// startSoak are the Done nodes whose soak starts now: soak-until to
+	// write, the slot kept.
+	startSoak map[string]time.Time
+	// soaking are the nodes keeping their slot after Done (soak, bake),
+	// soakOver those whose soak ended and that are released once the
+	// gates pass.
+	soaking, soakOver []string
+	// downAfterSoak are the soaking nodes that count as unavailable
+	// without their soak too, and why.
+	downAfterSoak map[string]string
+	canary        canaryPhase
+	// needGates: the plan would grant or end a soak but has no verdict;
+	// the controller evaluates the gates and plans again.
+	needGates bool
+	// gateHalt is the message with which to halt the pool: a gate failed
+	// while a node soaked. The controller persists it before anything
+	// else.
+	gateHalt string
 }
 
 // planPool decides grants, releases and target writes for one pool.
 func planPool(in planInput) (*poolPlan, error) {
 	spec := in.pool.Spec
 	target := spec.OSImage
-	p := &poolPlan{target: target, unavailable: map[string]string{}}
+	p := &poolPlan{target: target, unavailable: map[string]string{}, startSoak: map[string]time.Time{},
+		downAfterSoak: map[string]string{}}
+	var managed []nodeView
 	for _, n := range in.nodes {
 		if n.managed() {
-			p.machines++
+			managed = append(managed, n)
 		}
 	}
+	p.machines = len(managed)
 	limit, err := MaxUnavailable(spec, p.machines)
+	if err != nil {
+		return nil, err
+	}
+	if p.canary, err = canaryOf(spec, managed, target); err != nil {
+		return nil, err
+	}
+	fullLimit := limit
+	if p.canary.active {
+		limit = min(limit, 1)
+	}
+	soak, err := soakFor(spec, p.canary)
 	if err != nil {
 		return nil, err
 	}
 	p.limit = limit
 	busyZones := map[string]bool{}
-	var candidates, managed []nodeView
+	var candidates []nodeView
 	frozen := map[string]bool{} // granted, being granted or released: target stays
 	staging := 0                // nodes that need the update but have not staged it yet
 	for _, n := range in.nodes {
@@ -123,13 +158,20 @@ func planPool(in planInput) (*poolPlan, error) {
 		if n.granted() || in.pending[n.name] {
 			frozen[n.name] = true
 		}
-		if release, yielded := releasable(n, in.pool.Name, target); release && !in.pending[n.name] {
-			p.release = append(p.release, n.name)
-			if yielded {
-				p.yielded = append(p.yielded, n.name)
-			}
-		}
 		down, why := countAs(n, in.pending)
+		if p.planRelease(n, in, soak) {
+			if down {
+				p.downAfterSoak[n.name] = why
+			}
+			down, why = true, "soaking until "+n.soakUntil.UTC().Format(time.RFC3339)
+			if n.soakUntil.IsZero() {
+				down, why = true, "soaking from now"
+			}
+			if !in.now.Before(n.soakUntil) && !n.soakUntil.IsZero() {
+				why = "soak over, released once the gates pass"
+			}
+			busyZones[n.zone] = true
+		}
 		if down {
 			p.unavailable[n.name] = why
 			if in.pending[n.name] || (n.granted() && !n.finished()) {
@@ -139,7 +181,6 @@ func planPool(in planInput) (*poolPlan, error) {
 		if !n.managed() {
 			continue // counted only
 		}
-		managed = append(managed, n)
 		if n.updated(target) {
 			p.updated++
 		}
@@ -156,8 +197,10 @@ func planPool(in planInput) (*poolPlan, error) {
 		// Only a node that staged the target is granted: the download
 		// happens outside the slot, and the staging budget holds. A node
 		// that cannot stage would not get further with a slot either; its
-		// agent reports why.
-		if !n.granted() && !n.updated(target) && !n.held && target != "" {
+		// agent reports why. While a canary selector is active, only its
+		// nodes are.
+		if !n.granted() && !n.updated(target) && !n.held && target != "" &&
+			(!p.canary.active || !p.canary.bySelector || n.canary) {
 			switch {
 			case n.target == target && n.staged == target:
 				if !in.backoff[n.name] {
@@ -169,13 +212,103 @@ func planPool(in planInput) (*poolPlan, error) {
 		}
 	}
 	p.setTarget = targetsToSet(managed, frozen, target, spec.MaxStaging)
-	p.halted = failureBudgetExhausted(in.pool, p.degraded)
+	if p.halted, err = haltOf(in.pool, p.degraded, p.machines, p.canary.active); err != nil {
+		return nil, err
+	}
+	p.endSoaks(in)
+	if p.canary.active && !p.canary.bySelector && p.canary.done+len(p.release) >= p.canary.total && p.halted.reason == "" &&
+		len(p.soaking) == 0 && p.bakeEnded() {
+		// The last canary's bake ends in this pass: the pool goes on at
+		// maxUnavailable now rather than one pass later.
+		p.canary.active, p.limit = false, fullLimit
+	}
 	p.grant, p.waiting, err = decideGrants(in, p, candidates, busyZones, staging)
 	if err != nil {
 		return nil, err
 	}
 	p.wait, p.inFlight = poolWaits(in, p, len(candidates), staging), inFlight(in, p)
 	return p, nil
+}
+
+// bakeEnded reports whether every node released in this pass is one whose
+// soak ended: releases of other kinds (a yield) are not canaries done.
+func (p *poolPlan) bakeEnded() bool {
+	for _, n := range p.release {
+		if !slices.Contains(p.soakOver, n) {
+			return false
+		}
+	}
+	return len(p.release) > 0
+}
+
+// endSoak releases nodes whose soak ends in this plan: they serve again,
+// and count as they would without the grant, as a finished grant does.
+func (p *poolPlan) endSoak(nodes []string) {
+	for _, n := range nodes {
+		p.release = append(p.release, n)
+		if why, down := p.downAfterSoak[n]; down {
+			p.unavailable[n] = why
+		} else {
+			delete(p.unavailable, n)
+		}
+	}
+}
+
+// planRelease decides what happens to n's grant: released now, or kept
+// for a soak after Done (soak is the soak a Done seen now starts). It
+// reports whether n soaks.
+func (p *poolPlan) planRelease(n nodeView, in planInput, soak time.Duration) bool {
+	release, yielded := releasable(n, in.pool.Name, p.target)
+	if !release || in.pending[n.name] {
+		return false
+	}
+	step := soakNone
+	if !yielded {
+		step = soakOf(n, soak, in.now)
+	}
+	switch step {
+	case soakStart:
+		p.startSoak[n.name] = in.now.Add(soak)
+		p.soaking = append(p.soaking, n.name)
+	case soakOn:
+		p.soaking = append(p.soaking, n.name)
+	case soakOver:
+		p.soakOver = append(p.soakOver, n.name)
+	default:
+		p.release = append(p.release, n.name)
+		if yielded {
+			p.yielded = append(p.yielded, n.name)
+		}
+		return false
+	}
+	return true
+}
+
+// endSoaks releases the nodes whose soak is over once the gates pass, and
+// calls for a halt when a gate fails while nodes soak. A halted pool's
+// soaks end at once: nothing follows them until an operator resumes.
+func (p *poolPlan) endSoaks(in planInput) {
+	if p.halted.reason != "" {
+		clear(p.startSoak)
+		p.endSoak(p.soakOver)
+		p.endSoak(p.soaking)
+		return
+	}
+	if len(p.soaking)+len(p.soakOver) == 0 {
+		return
+	}
+	if in.pool.Spec.Gates == nil {
+		p.endSoak(p.soakOver)
+		return
+	}
+	switch v := in.gates; {
+	case v == nil:
+		p.needGates = true
+	case v.passing:
+		p.endSoak(p.soakOver)
+	default:
+		p.gateHalt = fmt.Sprintf("gate failed while %s soaked: %s: %s", strings.Join(append(slices.Clone(p.soaking), p.soakOver...), ", "), v.reason, v.message)
+	}
 }
 
 // countAs is how node counts against the budget: a grant written but not
@@ -224,8 +357,8 @@ func decideGrants(in planInput, p *poolPlan, candidates []nodeView, busyZones ma
 		return nil, "", err
 	case spec.Paused:
 		return nil, "pool is paused", nil
-	case p.halted != "":
-		return nil, p.halted, nil
+	case p.halted.reason != "":
+		return nil, p.halted.message, nil
 	case !open:
 		return nil, "outside every maintenance window", nil
 	case p.limit == 0:
@@ -234,6 +367,15 @@ func decideGrants(in planInput, p *poolPlan, candidates []nodeView, busyZones ma
 	free := p.limit - len(p.unavailable)
 	if free <= 0 {
 		return nil, fmt.Sprintf("%d of at most %d nodes unavailable", len(p.unavailable), p.limit), nil
+	}
+	if spec.Gates != nil {
+		switch v := in.gates; {
+		case v == nil:
+			p.needGates = true
+			return nil, "evaluating the gates", nil
+		case !v.passing:
+			return nil, "gates failing: " + v.reason + ": " + v.message, nil
+		}
 	}
 	// One control-plane node at a time, cluster-wide, whatever pools
 	// select them: none while another is unavailable, at most one here.

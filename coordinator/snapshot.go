@@ -74,6 +74,14 @@ func buildInput(pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool, nodes [
 	if _, err := metav1.LabelSelectorAsSelector(pool.Spec.NodeSelector); err != nil {
 		return in, nil, fmt.Errorf("pool %s nodeSelector: %w", pool.Name, err)
 	}
+	var canary labels.Selector
+	if c := pool.Spec.Canary; c != nil && c.Selector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(c.Selector)
+		if err != nil {
+			return in, nil, fmt.Errorf("pool %s canary.selector: %w", pool.Name, err)
+		}
+		canary = sel
+	}
 	sels := selectors(pools)
 	exists := map[string]bool{}
 	for _, s := range sels {
@@ -104,6 +112,7 @@ func buildInput(pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool, nodes [
 		}
 		v := viewNode(n, leaseOK, pool.Spec.OSImage)
 		v.selected, v.shared, v.owner = selected, len(matched) > 1, owner
+		v.canary = canary != nil && canary.Matches(set)
 		in.nodes = append(in.nodes, v)
 		if selected && !leaseOK {
 			silent = append(silent, n)

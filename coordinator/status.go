@@ -52,9 +52,23 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.UpdatePool,
 	set(v1alpha1.PoolUpdating, updating, map[bool]string{true: "RollingOut", false: "Idle"}[updating], msg)
 	set(v1alpha1.PoolPaused, pool.Spec.Paused, map[bool]string{true: "PausedByOperator", false: "NotPaused"}[pool.Spec.Paused],
 		pausedMessage(pool.Spec))
-	halted := plan.halted != ""
-	set(v1alpha1.PoolHalted, halted, map[bool]string{true: "FailureBudgetExhausted", false: "WithinBudget"}[halted],
-		cmp.Or(plan.halted, "within the failure budget"))
+	halted := plan.halted.reason != ""
+	set(v1alpha1.PoolHalted, halted, cmp.Or(plan.halted.reason, "NotHalted"),
+		cmp.Or(plan.halted.message, "within the failure budget; no canary or gate halted the pool"))
+	rail := c.guardrail(pool.Name)
+	setOrRemove := func(t string, want bool, status metav1.ConditionStatus, reason, msg string) {
+		if !want {
+			meta.RemoveStatusCondition(&st.Conditions, t)
+			return
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: pool.Generation,
+		})
+	}
+	gs, gr, gm := gatesCondition(rail)
+	setOrRemove(v1alpha1.PoolGatesPassing, pool.Spec.Gates != nil, gs, gr, gm)
+	ss, sr, sm := silencedCondition(rail)
+	setOrRemove(v1alpha1.PoolSilenced, pool.Spec.Silences != nil, ss, sr, sm)
 	degradedMsg := "no node failed"
 	if len(plan.degraded) > 0 {
 		degradedMsg = "failed on the target: " + strings.Join(plan.degraded, ", ")

@@ -11,7 +11,9 @@ type waitReason string
 const (
 	waitNone          waitReason = "none"           // nothing to do, or progressing
 	waitPaused        waitReason = "paused"         // spec.paused
-	waitHalted        waitReason = "halted"         // the failure budget is exhausted
+	waitHalted        waitReason = "halted"         // the failure budget is exhausted, a canary failed, or a gate failed during a soak
+	waitGatesFailing  waitReason = "gates_failing"  // a health gate holds new grants
+	waitSoaking       waitReason = "soaking"        // staged nodes wait for nodes soaking after Done (or a canary baking)
 	waitOutsideWindow waitReason = "outside_window" // no maintenance window open
 	waitLimitReached  waitReason = "limit_reached"  // staged nodes wait: maxUnavailable (or the one control-plane node) is used up
 	waitStaging       waitReason = "staging"        // no node has staged the target yet
@@ -22,7 +24,8 @@ const (
 // waitReasons lists every waitReason: nodeward_pool_waiting has one series
 // per pool and reason.
 func waitReasons() []waitReason {
-	return []waitReason{waitNone, waitPaused, waitHalted, waitOutsideWindow, waitLimitReached, waitStaging, waitDrainBlocked, waitDegraded}
+	return []waitReason{waitNone, waitPaused, waitHalted, waitGatesFailing, waitOutsideWindow, waitLimitReached, waitSoaking,
+		waitStaging, waitDrainBlocked, waitDegraded}
 }
 
 // poolWaits decides the pool's waitReason from the plan: the operator's
@@ -44,17 +47,21 @@ func poolWaits(in planInput, p *poolPlan, candidates, staging int) waitReason {
 	if in.pool.Spec.Paused {
 		return waitPaused
 	}
-	if p.halted != "" {
+	if p.halted.reason != "" {
 		return waitHalted
 	}
 	if open, err := inWindow(in.pool.Spec.MaintenanceWindows, in.now); err == nil && !open {
 		return waitOutsideWindow
 	}
 	switch {
+	case candidates > 0 && in.gates != nil && !in.gates.passing:
+		return waitGatesFailing
 	case blocked:
 		return waitDrainBlocked
 	case degraded:
 		return waitDegraded
+	case candidates > 0 && len(p.soaking)+len(p.soakOver) > 0:
+		return waitSoaking
 	case candidates > 0:
 		return waitLimitReached
 	case staging > 0:

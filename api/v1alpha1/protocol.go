@@ -38,6 +38,17 @@ const (
 	// Written for one target only, it means nothing once the target
 	// changes.
 	AnnotationFailuresAcknowledged = protocolPrefix + "failures-acknowledged"
+	// AnnotationHalted, on an UpdatePool, is "<configName>:<message>": the
+	// coordinator halted the pool because a gate failed while a node
+	// soaked or a canary baked. Like an exhausted failure budget it holds
+	// every grant until `nodeward resume` removes it or the target
+	// changes (coordinator; removed by the operator).
+	AnnotationHalted = protocolPrefix + "halted"
+	// AnnotationSoakUntil is when a node that reported Done gives its slot
+	// back (RFC 3339): the pool's soak, or a canary's bake, written once
+	// when the coordinator first sees Done and removed with the grant
+	// (coordinator).
+	AnnotationSoakUntil = protocolPrefix + "soak-until"
 	// AnnotationHold, set by an operator, keeps the coordinator from
 	// granting the node.
 	AnnotationHold = protocolPrefix + "hold"

@@ -44,10 +44,26 @@ type UpdatePoolSpec struct {
 	// Paused stops new grants; updates in flight finish.
 	Paused bool `json:"paused,omitempty"`
 	// FailureBudget halts the pool once this many of its nodes failed on
-	// the current target (Degraded, rolled back): nothing more is granted
-	// until the target changes or an operator resumes the pool (`nodeward
-	// resume`, which acknowledges the failures so far). nil: no budget.
-	FailureBudget *int32 `json:"failureBudget,omitempty"`
+	// the current target (Degraded, rolled back), a count or a percentage
+	// of the pool's nodes (rounded up, at least 1): nothing more is
+	// granted until the target changes or an operator resumes the pool
+	// (`nodeward resume`, which acknowledges the failures so far). nil: no
+	// budget.
+	FailureBudget *intstr.IntOrString `json:"failureBudget,omitempty"`
+	// Gates hold new grants while the cluster is unhealthy, as Prometheus
+	// sees it; they are evaluated before every grant and while nodes soak
+	// or canaries bake. nil: no gates.
+	Gates *Gates `json:"gates,omitempty"`
+	// Soak keeps a node's slot for this long after it reports Done, a Go
+	// duration, while the gates are re-checked: a gate failing then halts
+	// the pool. Empty: the slot frees at Done.
+	Soak string `json:"soak,omitempty"`
+	// Canary updates a few nodes first, one at a time, and bakes the last
+	// of them before the pool goes on at maxUnavailable.
+	Canary *Canary `json:"canary,omitempty"`
+	// Silences keep an Alertmanager silence for each node while its
+	// update makes it unavailable, so planned reboots do not page.
+	Silences *Silences `json:"silences,omitempty"`
 	// PauseReason says why the pool is paused (`nodeward pause --reason`);
 	// only with Paused. It shows in the Paused condition.
 	PauseReason string `json:"pauseReason,omitempty"`
@@ -76,6 +92,76 @@ type MaintenanceWindow struct {
 	Duration string `json:"duration"`
 	// TimeZone is an IANA zone name; default UTC.
 	TimeZone string `json:"timeZone,omitempty"`
+}
+
+// Gates are the health checks a grant waits on. Any answer but a pass
+// (Prometheus unreachable, a query error included) holds grants: they fail
+// closed.
+type Gates struct {
+	// Prometheus is the base URL of the Prometheus HTTP API, such as
+	// http://prometheus.monitoring.svc:9090.
+	Prometheus string `json:"prometheus"`
+	// Alerts selects, by their labels, the firing alerts that hold grants;
+	// an empty selector ({}) selects every firing alert; nil checks none.
+	Alerts *metav1.LabelSelector `json:"alerts,omitempty"`
+	// Queries must each pass: an instant PromQL query that returns at
+	// least one sample, every sample within Min and Max when given.
+	Queries []GateQuery `json:"queries,omitempty"`
+	// Timeout bounds one evaluation of all the gates, a Go duration.
+	// Default 5s.
+	Timeout string `json:"timeout,omitempty"`
+}
+
+// GateQuery is one PromQL check.
+type GateQuery struct {
+	// Name names the check in the pool's status; unique in the pool.
+	Name string `json:"name"`
+	// Query is the PromQL expression, evaluated as an instant query.
+	Query string `json:"query"`
+	// Min and Max bound every sample's value (inclusive), decimal
+	// numbers such as "0" or "0.95". Unset: no bound.
+	Min *string `json:"min,omitempty"`
+	Max *string `json:"max,omitempty"`
+}
+
+// Canary is the first part of a rollout: Nodes (or the nodes Selector
+// picks) update one at a time, and the last of them keeps its slot for
+// Bake with the gates passing. A canary that fails halts the pool.
+type Canary struct {
+	// Nodes is a count or a percentage of the pool's nodes (rounded up, at
+	// least 1); the first in the grant queue are the canaries.
+	Nodes *intstr.IntOrString `json:"nodes,omitempty"`
+	// Selector picks the canaries by label instead of Nodes.
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+	// Bake is how long the last canary keeps its slot after Done, a Go
+	// duration, the gates re-checked throughout.
+	Bake string `json:"bake"`
+}
+
+// Silences configure the Alertmanager silences the coordinator keeps.
+type Silences struct {
+	// Alertmanager is the base URL of Alertmanager (API v2), such as
+	// http://alertmanager.monitoring.svc:9093.
+	Alertmanager string `json:"alertmanager"`
+	// NodeLabel is the alert label that names the node: the silence
+	// matches it equal to the node's name, with or without a :port
+	// suffix (so "instance" matches "worker-1:9100"). Default "node".
+	NodeLabel string `json:"nodeLabel,omitempty"`
+	// Matchers narrow each silence further (all must match).
+	Matchers []SilenceMatcher `json:"matchers,omitempty"`
+	// Required holds a node's grant until its silence exists; by default
+	// a silence that cannot be made is reported and the update goes on.
+	Required bool `json:"required,omitempty"`
+}
+
+// SilenceMatcher is one Alertmanager matcher.
+type SilenceMatcher struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+	// IsRegex matches Value as a regular expression.
+	IsRegex bool `json:"isRegex,omitempty"`
+	// NotEqual negates the match.
+	NotEqual bool `json:"notEqual,omitempty"`
 }
 
 // DrainSpec tunes the drain of each node.
@@ -123,4 +209,10 @@ const (
 	// PoolHalted is True while the failure budget stops new grants; its
 	// message names the failed nodes.
 	PoolHalted = "Halted"
+	// PoolGatesPassing says whether the gates passed when last evaluated;
+	// its reason and message name the alert or query that failed.
+	PoolGatesPassing = "GatesPassing"
+	// PoolSilenced is False while a silence the pool needs could not be
+	// made or expired in Alertmanager.
+	PoolSilenced = "Silenced"
 )

@@ -62,9 +62,9 @@ func newResumeCommand() *cobra.Command {
 		Use:   "resume POOL",
 		Short: "Let a paused or halted pool grant again",
 		Long: "Clear spec.paused and spec.pauseReason on the UpdatePool POOL and acknowledge the nodes that failed on\n" +
-			"its current target (status.failedNodes), so that a pool halted by its failureBudget goes on: the\n" +
-			"budget then counts only failures after this one. The coordinator grants the pool's nodes again under\n" +
-			"maxUnavailable." + exitCodesHelp("1 failed (the API server refused, POOL does not exist)"),
+			"its current target (status.failedNodes), so that a pool halted by its failureBudget or a failed canary\n" +
+			"goes on: the budget then counts only failures after this one. It also clears a halt by a gate that\n" +
+			"failed while a node soaked. The coordinator grants the pool's nodes again under maxUnavailable." + exitCodesHelp("1 failed (the API server refused, POOL does not exist)"),
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePools(&conn),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -85,14 +85,22 @@ func resume(cmd *cobra.Command, conn *kubeFlags, name string) error {
 		return err
 	}
 	var acked []string
+	var halt string
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		pool, err := readPool(cmd, pools, name)
 		if err != nil {
 			return err
 		}
 		meta := map[string]any{"resourceVersion": pool.ResourceVersion}
+		annotations := map[string]any{}
 		if acked = pool.Status.FailedNodes; len(acked) > 0 {
-			meta["annotations"] = map[string]any{v1alpha1.AnnotationFailuresAcknowledged: coordinator.FailuresAcknowledgement(pool)}
+			annotations[v1alpha1.AnnotationFailuresAcknowledged] = coordinator.FailuresAcknowledgement(pool)
+		}
+		if halt = pool.Annotations[v1alpha1.AnnotationHalted]; halt != "" {
+			annotations[v1alpha1.AnnotationHalted] = nil // a gate that failed during a soak
+		}
+		if len(annotations) > 0 {
+			meta["annotations"] = annotations
 		}
 		_, err = patchPool(cmd, pools, name, map[string]any{"metadata": meta,
 			"spec": map[string]any{"paused": false, "pauseReason": nil}})
@@ -104,6 +112,9 @@ func resume(cmd *cobra.Command, conn *kubeFlags, name string) error {
 	fmt.Fprintf(cmd.OutOrStdout(), "pool %s resumed\n", name)
 	if len(acked) > 0 {
 		fmt.Fprintf(cmd.OutOrStdout(), "acknowledged failures on the current target: %s\n", strings.Join(acked, ", "))
+	}
+	if _, msg, ok := strings.Cut(halt, ":"); ok {
+		fmt.Fprintf(cmd.OutOrStdout(), "cleared the halt: %s\n", msg)
 	}
 	return nil
 }

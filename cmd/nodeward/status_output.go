@@ -29,11 +29,16 @@ type statusReport struct {
 
 // poolReport is a pool's row of the table and its nodes.
 type poolReport struct {
-	Name                    string       `json:"name"`
-	Config                  string       `json:"config"`
-	Paused                  bool         `json:"paused"`
-	PauseReason             string       `json:"pauseReason,omitempty"`
-	Halted                  string       `json:"halted,omitempty"`
+	Name        string `json:"name"`
+	Config      string `json:"config"`
+	Paused      bool   `json:"paused"`
+	PauseReason string `json:"pauseReason,omitempty"`
+	Halted      string `json:"halted,omitempty"`
+	// GatesFailing is the GatesPassing condition's reason and message
+	// while it is not True (fail closed: Unknown holds grants too).
+	GatesFailing string `json:"gatesFailing,omitempty"`
+	// SilenceError is the Silenced condition's message while it is False.
+	SilenceError            string       `json:"silenceError,omitempty"`
 	Updated                 string       `json:"updated"`
 	Updating                string       `json:"updating"`
 	Degraded                string       `json:"degraded"`
@@ -86,7 +91,7 @@ func buildReport(pools []v1alpha1.UpdatePool, nodes []corev1.Node) (statusReport
 		}
 		s := p.Status
 		pr := poolReport{Name: p.Name, Config: s.ConfigName, Paused: p.Spec.Paused, PauseReason: p.Spec.PauseReason,
-			Halted:  haltedMessage(p),
+			Halted: haltedMessage(p), GatesFailing: gatesMessage(p), SilenceError: silenceMessage(p),
 			Updated: condStatus(p, v1alpha1.PoolUpdated), Updating: condStatus(p, v1alpha1.PoolUpdating),
 			Degraded: condStatus(p, v1alpha1.PoolDegraded), MachineCount: s.MachineCount,
 			ReadyMachineCount: s.ReadyMachineCount, UpdatedMachineCount: s.UpdatedMachineCount,
@@ -122,6 +127,23 @@ func nodeRow(n corev1.Node) nodeReport {
 // haltedMessage is the Halted condition's message while it is True.
 func haltedMessage(p v1alpha1.UpdatePool) string {
 	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.PoolHalted); c != nil && c.Status == metav1.ConditionTrue {
+		return c.Message
+	}
+	return ""
+}
+
+// gatesMessage is the GatesPassing condition's reason and message while it
+// is not True, "" when it is or the pool has no gates.
+func gatesMessage(p v1alpha1.UpdatePool) string {
+	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.PoolGatesPassing); c != nil && c.Status != metav1.ConditionTrue {
+		return c.Reason + ": " + c.Message
+	}
+	return ""
+}
+
+// silenceMessage is the Silenced condition's message while it is False.
+func silenceMessage(p v1alpha1.UpdatePool) string {
+	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.PoolSilenced); c != nil && c.Status == metav1.ConditionFalse {
 		return c.Message
 	}
 	return ""
@@ -165,6 +187,12 @@ func printStatus(out io.Writer, r statusReport, format string, now time.Time) er
 		}
 		if p.Halted != "" {
 			fmt.Fprintf(out, "HALTED: %s\n", p.Halted)
+		}
+		if p.GatesFailing != "" {
+			fmt.Fprintf(out, "GATES: %s\n", p.GatesFailing)
+		}
+		if p.SilenceError != "" {
+			fmt.Fprintf(out, "SILENCES: %s\n", p.SilenceError)
 		}
 		if err := printNodes(out, p.Nodes, now, wide); err != nil {
 			return err

@@ -16,8 +16,10 @@ test)
 	# containerd, runc, containernetworking-plugins: the runtime probe and
 	# test/node's real kubelet node; iproute2: network namespaces;
 	# dbus-daemon: the fake logind; systemd-container, mmdebstrap, zstd:
-	# test/hostmode's systemd-nspawn machines; prometheus: promtool.
-	pkgs=(containerd runc containernetworking-plugins iproute2 dbus-daemon util-linux systemd-container mmdebstrap zstd prometheus)
+	# test/hostmode's systemd-nspawn machines; prometheus: promtool and the
+	# real Prometheus the health gates are tested on (test/prom);
+	# prometheus-alertmanager: the real Alertmanager the silences are.
+	pkgs=(containerd runc containernetworking-plugins iproute2 dbus-daemon util-linux systemd-container mmdebstrap zstd prometheus prometheus-alertmanager)
 	;;
 *)
 	echo "usage: $0 test|demo" >&2
@@ -41,9 +43,9 @@ echo "installing Debian packages: ${need[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${need[@]}"
-# Their packages start a system containerd and a Prometheus; the tests run
-# their own containerd and need only promtool.
-for svc in containerd prometheus; do
+# Their packages start a system containerd, Prometheus and Alertmanager; the
+# tests run their own.
+for svc in containerd prometheus prometheus-alertmanager; do
 	if [[ " ${need[*]} " == *" $svc "* ]]; then
 		systemctl stop "$svc" >/dev/null 2>&1 || true
 	fi

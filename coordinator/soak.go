@@ -1,0 +1,118 @@
+package coordinator
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+)
+
+// gateVerdict is the gates' answer the plan reads: nil in planInput means
+// not evaluated yet, and a plan that needs it asks for it (needGates)
+// instead of granting or ending a soak.
+type gateVerdict struct {
+	passing         bool
+	reason, message string
+}
+
+// canaryPhase is where the pool stands in its canary: active while fewer
+// than total canaries run the target with their slot given back. While it
+// is active the pool grants one node at a time, only canaries, and a
+// canary that fails halts it.
+type canaryPhase struct {
+	active      bool
+	total, done int
+	bySelector  bool
+	bake        time.Duration
+}
+
+// canaryOf resolves the pool's canary over its managed nodes.
+func canaryOf(spec v1alpha1.UpdatePoolSpec, managed []nodeView, target string) (canaryPhase, error) {
+	c := spec.Canary
+	if c == nil || target == "" {
+		return canaryPhase{}, nil
+	}
+	bake, err := parseDuration(c.Bake, "canary.bake")
+	if err != nil {
+		return canaryPhase{}, err
+	}
+	phase := canaryPhase{bake: bake, bySelector: c.Selector != nil}
+	settled := func(n nodeView) bool { return n.updated(target) && !n.granted() }
+	switch {
+	case c.Selector != nil:
+		for _, n := range managed {
+			if n.canary {
+				phase.total++
+				if settled(n) {
+					phase.done++
+				}
+			}
+		}
+	default:
+		nodes := c.Nodes
+		if nodes == nil {
+			nodes = &intstr.IntOrString{Type: intstr.Int, IntVal: 1}
+		}
+		if phase.total, err = countOrPercent(nodes, len(managed), "canary.nodes"); err != nil {
+			return canaryPhase{}, err
+		}
+		phase.total = min(phase.total, len(managed))
+		for _, n := range managed {
+			if settled(n) {
+				phase.done++
+			}
+		}
+	}
+	phase.active = phase.done < phase.total
+	return phase, nil
+}
+
+// soakFor is how long n keeps its slot after Done: the canary's bake for
+// the last canary, else the pool's soak (0: none).
+func soakFor(spec v1alpha1.UpdatePoolSpec, canary canaryPhase) (time.Duration, error) {
+	if canary.active && canary.done+1 >= canary.total {
+		return canary.bake, nil
+	}
+	return parseDuration(spec.Soak, "soak")
+}
+
+// parseDuration reads an optional Go duration of the pool's spec; field
+// names it in errors.
+func parseDuration(s, field string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s %q: want a non-negative Go duration such as 10m", field, s)
+	}
+	return d, nil
+}
+
+// soakStep is what a finished grant's soak calls for now.
+type soakStep int
+
+const (
+	soakNone  soakStep = iota // no soak: release as before
+	soakStart                 // Done just seen: write soak-until, keep the slot
+	soakOn                    // soaking: keep the slot, re-check the gates
+	soakOver                  // soak over: release once the gates pass
+)
+
+// soakOf decides n's soak: only a Done grant the pool releases soaks.
+func soakOf(n nodeView, d time.Duration, now time.Time) soakStep {
+	if n.state != v1alpha1.StepDone {
+		return soakNone
+	}
+	switch {
+	case !n.soakUntil.IsZero() && now.Before(n.soakUntil):
+		return soakOn
+	case !n.soakUntil.IsZero():
+		return soakOver
+	case d > 0:
+		return soakStart
+	}
+	return soakNone
+}

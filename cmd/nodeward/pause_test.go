@@ -80,6 +80,23 @@ func TestPauseAndResume(t *testing.T) {
 	if got := obj.GetAnnotations()[v1alpha1.AnnotationFailuresAcknowledged]; got != "nodeward-abc:andon-0" {
 		t.Fatalf("acknowledgement %q, want nodeward-abc:andon-0", got)
 	}
+	// A halt by a gate that failed during a soak, as the coordinator
+	// writes it: resume removes it and says so.
+	halt := map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+		v1alpha1.AnnotationHalted: "nodeward-abc:gate failed while andon-1 soaked: AlertFiring: alert X firing"}}}
+	data, _ := json.Marshal(halt)
+	if _, err := res.Patch(t.Context(), pool, types.MergePatchType, data, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := run(t, "resume", pool, kube); code != 0 || !strings.Contains(out, "cleared the halt: gate failed while andon-1 soaked") {
+		t.Fatalf("resume of a halted pool: exit %d:\n%s", code, out)
+	}
+	if obj, err = res.Get(t.Context(), pool, metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := obj.GetAnnotations()[v1alpha1.AnnotationHalted]; ok {
+		t.Fatalf("the halt %q survived resume", got)
+	}
 	// The API refuses a reason on a running pool, naming the field.
 	_, err = dyn.Resource(v1alpha1.UpdatePoolResource()).Patch(t.Context(), pool, types.MergePatchType,
 		[]byte(`{"spec":{"pauseReason":"why"}}`), metav1.PatchOptions{})

@@ -96,9 +96,11 @@ func (c *Controller) evaluateGates(ctx context.Context, pool *v1alpha1.UpdatePoo
 // the pool, before any node is released, so that a restart or a gate that
 // recovers meanwhile cannot lose it.
 func (c *Controller) persistHalt(ctx context.Context, pool *v1alpha1.UpdatePool, message string) error {
+	// No resourceVersion precondition: the coordinator's own status
+	// writes move it every second, and a halt written for a target the
+	// pool no longer has is ignored (it names the target's config).
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"resourceVersion": pool.ResourceVersion,
-		"annotations":     map[string]string{v1alpha1.AnnotationHalted: HaltedByGate(pool, message)},
+		"annotations": map[string]string{v1alpha1.AnnotationHalted: HaltedByGate(pool, message)},
 	}})
 	if err != nil {
 		return fmt.Errorf("encode halt of pool %s: %w", pool.Name, err)
@@ -158,6 +160,7 @@ func (c *Controller) syncSilences(ctx context.Context, pool *v1alpha1.UpdatePool
 	}
 	if len(held) > 0 {
 		plan.grant = granted
+		plan.inFlight = slices.DeleteFunc(plan.inFlight, func(n string) bool { return slices.Contains(held, n) })
 		plan.waiting = fmt.Sprintf("silences.required: no silence for %s yet: %v", strings.Join(held, ", "), err)
 	}
 }

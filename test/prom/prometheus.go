@@ -55,10 +55,21 @@ const startTimeout = 30 * time.Second
 func StartPrometheus(t testing.TB, opts PrometheusOptions) *Prometheus {
 	t.Helper()
 	binary := testenv.RequireBinary(t, "prometheus")
-	dir := t.TempDir()
+	p, stop, err := Run(binary, t.TempDir(), opts)
+	if err != nil {
+		t.Fatalf("start Prometheus: %v", err)
+	}
+	t.Cleanup(stop)
+	return p
+}
+
+// Run is StartPrometheus outside a test (the benchmarks' programs): binary
+// is the prometheus executable, dir holds its configuration, TSDB and log.
+// stop ends it.
+func Run(binary, dir string, opts PrometheusOptions) (*Prometheus, func(), error) {
 	config, err := writeConfig(dir, opts)
 	if err != nil {
-		t.Fatalf("write the Prometheus configuration: %v", err)
+		return nil, nil, fmt.Errorf("write the Prometheus configuration: %w", err)
 	}
 	// A port reserved by FreePorts may be taken by someone else before
 	// Prometheus binds it; a Prometheus that exited while starting is
@@ -67,8 +78,7 @@ func StartPrometheus(t testing.TB, opts PrometheusOptions) *Prometheus {
 	for attempt := range 3 {
 		p, proc, err := start(binary, dir, config, len(opts.Targets), attempt)
 		if err == nil {
-			t.Cleanup(func() { proc.Stop(10 * time.Second) })
-			return p
+			return p, func() { proc.Stop(10 * time.Second) }, nil
 		}
 		last = err
 		if proc == nil {
@@ -79,8 +89,7 @@ func StartPrometheus(t testing.TB, opts PrometheusOptions) *Prometheus {
 			break
 		}
 	}
-	t.Fatalf("start Prometheus: %v", last)
-	return nil
+	return nil, nil, last
 }
 
 // start runs one Prometheus and waits for it to be ready; on error the

@@ -31,6 +31,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
@@ -39,19 +40,21 @@ import (
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/prom"
 )
 
 func main() {
 	nodes := flag.Int("nodes", 5000, "Node objects in the cluster (all in the pool)")
 	grants := flag.Int("grants", 200, "slot-free → grant cycles to measure")
 	settle := flag.Duration("settle", 45*time.Second, "wait this long after creating the nodes before the coordinator starts")
+	gates := flag.Bool("gates", false, "after the grants, give the pool health gates on a real Prometheus (an alert selector and two queries) and measure as many grants again")
 	flag.Parse()
-	if err := run(*nodes, *grants, *settle); err != nil {
+	if err := run(*nodes, *grants, *settle, *gates); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(nodeCount, grantCount int, settle time.Duration) error {
+func run(nodeCount, grantCount int, settle time.Duration, gates bool) error {
 	binDir := os.Getenv(cluster.BinDirVariable)
 	if binDir == "" {
 		return fmt.Errorf("%s is not set (make testbin)", cluster.BinDirVariable)
@@ -72,7 +75,7 @@ func run(nodeCount, grantCount int, settle time.Duration) error {
 		return err
 	}
 	start := time.Now()
-	names, err := createNodes(ctx, client, nodeCount)
+	_, err = createNodes(ctx, client, nodeCount)
 	if err != nil {
 		return err
 	}
@@ -102,17 +105,53 @@ func run(nodeCount, grantCount int, settle time.Duration) error {
 	}
 	defer func() { _ = coord.Process.Signal(syscall.SIGTERM); _ = coord.Wait() }()
 
-	latencies, reqs, err := measure(ctx, client, dyn, metricsAddr, names, grantCount)
+	var phases []phase
+	if gates {
+		spec, stop, err := gateSpec(cp.Dir())
+		if err != nil {
+			return err
+		}
+		defer stop()
+		phases = []phase{{name: "without gates", grants: grantCount}, {name: "with gates", grants: grantCount, spec: spec}}
+	} else {
+		phases = []phase{{name: "plain", grants: grantCount}}
+	}
+	results, err := measure(ctx, client, dyn, metricsAddr, phases)
 	if err != nil {
 		return err
 	}
 	rss, hwm := procMemory(coord.Process.Pid)
-	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
-	pct := func(p float64) time.Duration { return latencies[int(p*float64(len(latencies)-1))] }
-	fmt.Printf("nodes=%d grants=%d grant-latency p50=%s p99=%s max=%s coordinator-rss=%.1fMiB peak-rss=%.1fMiB api-requests-per-grant=%.2f\n",
-		nodeCount, len(latencies), pct(0.5).Round(time.Microsecond), pct(0.99).Round(time.Microsecond),
-		latencies[len(latencies)-1].Round(time.Microsecond), rss, hwm, reqs/float64(len(latencies)))
+	for i, r := range results {
+		latencies := r.latencies
+		sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+		pct := func(p float64) time.Duration { return latencies[int(p*float64(len(latencies)-1))] }
+		fmt.Printf("phase=%q nodes=%d grants=%d grant-latency p50=%s p99=%s max=%s api-requests-per-grant=%.2f\n",
+			phases[i].name, nodeCount, len(latencies), pct(0.5).Round(time.Microsecond), pct(0.99).Round(time.Microsecond),
+			latencies[len(latencies)-1].Round(time.Microsecond), r.requests/float64(len(latencies)))
+	}
+	fmt.Printf("coordinator-rss=%.1fMiB peak-rss=%.1fMiB\n", rss, hwm)
 	return nil
+}
+
+// gateSpec starts a real Prometheus and returns gates on it: every firing
+// alert (there are none), and two queries that pass.
+func gateSpec(dir string) (map[string]any, func(), error) {
+	binary, err := exec.LookPath("prometheus")
+	if err != nil {
+		return nil, nil, fmt.Errorf("-gates needs prometheus (Debian package prometheus): %w", err)
+	}
+	promDir := filepath.Join(dir, "prometheus")
+	if err := os.MkdirAll(promDir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	p, stop, err := prom.Run(binary, promDir, prom.PrometheusOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return map[string]any{"gates": map[string]any{"prometheus": p.URL, "alerts": map[string]any{}, "queries": []any{
+		map[string]any{"name": "no-unavailable", "query": "vector(0)", "max": "0"},
+		map[string]any{"name": "availability", "query": "scalar(vector(1))", "min": "0.999"},
+	}}}, stop, nil
 }
 
 // benchTarget is the pool's OS image in the benchmark.
@@ -168,13 +207,28 @@ func createNodes(ctx context.Context, client kubernetes.Interface, n int) ([]str
 	return names, nil
 }
 
+// phase is one run of grants under one pool spec: spec, when set, is
+// merged into the pool's spec before the phase starts.
+type phase struct {
+	name   string
+	grants int
+	spec   map[string]any
+}
+
+// phaseResult is a phase's grant latencies and the coordinator's API
+// requests during it.
+type phaseResult struct {
+	latencies []time.Duration
+	requests  float64
+}
+
 // measure plays the agents: each grant is answered at once with Done; the
 // latency of a cycle runs from the Done write's return to the next grant's
-// arrival in the watch.
-func measure(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, metricsAddr string, names []string, want int) ([]time.Duration, float64, error) {
+// arrival in the watch. Phases follow each other on the same pool.
+func measure(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, metricsAddr string, phases []phase) ([]phaseResult, error) {
 	w, err := client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: cluster.GroupLabel + "=bench"})
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	defer w.Stop()
 	pool := &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: v1alpha1.UpdatePoolSpec{
@@ -182,22 +236,23 @@ func measure(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inter
 		OSImage:      benchTarget, MaxUnavailable: ptr.To(intstr.FromInt32(1)),
 	}}
 	if err := cluster.CreatePool(ctx, dyn, pool); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	var (
-		latencies []time.Duration
-		freedAt   time.Time
-		seen      = map[string]bool{}
-		reqStart  float64
+		results  = make([]phaseResult, len(phases))
+		current  = 0
+		freedAt  time.Time
+		seen     = map[string]bool{}
+		reqStart float64
 	)
-	deadline := time.After(10 * time.Minute)
-	for len(latencies) < want {
+	deadline := time.After(15 * time.Minute)
+	for current < len(phases) {
 		select {
 		case <-deadline:
-			return nil, 0, fmt.Errorf("only %d of %d grants within 10 minutes", len(latencies), want)
+			return nil, fmt.Errorf("phase %q: only %d of %d grants within 15 minutes", phases[current].name, len(results[current].latencies), phases[current].grants)
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return nil, 0, fmt.Errorf("node watch closed")
+				return nil, fmt.Errorf("node watch closed")
 			}
 			node, isNode := ev.Object.(*corev1.Node)
 			if !isNode {
@@ -209,23 +264,61 @@ func measure(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inter
 			}
 			seen[grant] = true
 			arrived := time.Now()
-			if !freedAt.IsZero() {
-				latencies = append(latencies, arrived.Sub(freedAt))
-			} else {
-				// The first grant starts the window: every request after
-				// it belongs to a measured cycle.
+			if freedAt.IsZero() {
+				// The first grant of a phase starts its window: every
+				// request after it belongs to a measured cycle.
 				reqStart = scrapeRequests(metricsAddr)
+			} else {
+				r := &results[current]
+				r.latencies = append(r.latencies, arrived.Sub(freedAt))
+				if len(r.latencies) == phases[current].grants {
+					r.requests = scrapeRequests(metricsAddr) - reqStart
+					current++
+					freedAt = time.Time{}
+					if current == len(phases) {
+						break
+					}
+					if err := switchPhase(ctx, dyn, phases[current]); err != nil {
+						return nil, err
+					}
+					reqStart = scrapeRequests(metricsAddr)
+				}
 			}
 			done := map[string]any{v1alpha1.AnnotationState: v1alpha1.StepDone,
 				v1alpha1.AnnotationStateTarget: node.Annotations[v1alpha1.AnnotationTarget], v1alpha1.AnnotationStateGrant: grant}
 			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": done}})
 			if _, err := client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 			freedAt = time.Now()
 		}
 	}
-	return latencies, scrapeRequests(metricsAddr) - reqStart, nil
+	return results, nil
+}
+
+// switchPhase merges the next phase's spec into the pool and waits until
+// the coordinator has planned it (status.observedGeneration) before the
+// next slot frees.
+func switchPhase(ctx context.Context, dyn dynamic.Interface, next phase) error {
+	if next.spec == nil {
+		return nil
+	}
+	patch, _ := json.Marshal(map[string]any{"spec": next.spec})
+	pools := dyn.Resource(v1alpha1.UpdatePoolResource())
+	obj, err := pools.Patch(ctx, "bench", types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("patch the pool for phase %q: %w", next.name, err)
+	}
+	want := obj.GetGeneration()
+	return cluster.Poll(ctx, "the coordinator plans the pool of phase "+next.name, 50*time.Millisecond, nil,
+		func(ctx context.Context) (bool, error) {
+			cur, err := pools.Get(ctx, "bench", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			got, _, _ := unstructured.NestedInt64(cur.Object, "status", "observedGeneration")
+			return got == want, nil
+		})
 }
 
 // scrapeRequests sums nodeward_api_requests_total{component="coordinator"}.

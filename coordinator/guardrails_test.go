@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/test/cluster"
@@ -359,5 +361,29 @@ func TestSilenceFailureIsReportedAndRequiredHolds(t *testing.T) {
 			}
 			r.agents.mustReport(r.ctx, t, r.agents.next(t, time.Minute), v1alpha1.StepDone)
 		})
+	}
+}
+
+// TestGuardrailsExampleIsAccepted: the UpdatePool of docs/guardrails.md is
+// valid as written.
+func TestGuardrailsExampleIsAccepted(t *testing.T) {
+	t.Parallel()
+	_, dyn := setup(t)
+	doc, err := os.ReadFile("../docs/guardrails.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(doc), "```yaml\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/guardrails.md has no yaml block")
+	}
+	var obj unstructured.Unstructured
+	if err := yaml.Unmarshal([]byte(block), &obj.Object); err != nil {
+		t.Fatalf("the example does not parse: %v", err)
+	}
+	obj.SetName("guardrails-example")
+	if _, err := dyn.Resource(v1alpha1.UpdatePoolResource()).Create(context.Background(), &obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Fatalf("the API server refuses the example: %v", err)
 	}
 }

@@ -213,24 +213,31 @@ func patchPool(ctx context.Context, t *testing.T, dyn dynamic.Interface, pool st
 func waitPoolCondition(t *testing.T, dyn dynamic.Interface, pool, typ string, timeout time.Duration, want ...string) {
 	t.Helper()
 	cluster.WaitFor(t, timeout, fmt.Sprintf("pool %s condition %s to say %q", pool, typ, want), func(ctx context.Context) (bool, error) {
-		obj, err := dyn.Resource(v1alpha1.UpdatePoolResource()).Get(ctx, pool, metav1.GetOptions{})
+		c, err := poolCondition(ctx, dyn, pool, typ)
 		if err != nil {
 			return false, err
 		}
-		conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-		for _, c := range conds {
-			m, _ := c.(map[string]any)
-			if m["type"] != typ {
-				continue
+		msg, _ := c["message"].(string)
+		for _, w := range want {
+			if !strings.Contains(msg, w) {
+				return false, fmt.Errorf("message %q", msg)
 			}
-			msg, _ := m["message"].(string)
-			for _, w := range want {
-				if !strings.Contains(msg, w) {
-					return false, fmt.Errorf("message %q", msg)
-				}
-			}
-			return true, nil
 		}
-		return false, fmt.Errorf("no condition %s", typ)
+		return true, nil
 	})
+}
+
+// poolCondition reads the pool's condition typ as the API server has it.
+func poolCondition(ctx context.Context, dyn dynamic.Interface, pool, typ string) (map[string]any, error) {
+	obj, err := dyn.Resource(v1alpha1.UpdatePoolResource()).Get(ctx, pool, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); m["type"] == typ {
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("no condition %s", typ)
 }

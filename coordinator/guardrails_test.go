@@ -46,19 +46,12 @@ func waitPoolConditionIs(t *testing.T, dyn dynamic.Interface, pool, typ, status,
 	t.Helper()
 	var msg string
 	cluster.WaitFor(t, timeout, fmt.Sprintf("pool %s condition %s=%s (%s)", pool, typ, status, reason), func(ctx context.Context) (bool, error) {
-		obj, err := dyn.Resource(v1alpha1.UpdatePoolResource()).Get(ctx, pool, metav1.GetOptions{})
+		c, err := poolCondition(ctx, dyn, pool, typ)
 		if err != nil {
 			return false, err
 		}
-		conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-		for _, c := range conds {
-			m, _ := c.(map[string]any)
-			if m["type"] == typ {
-				msg, _ = m["message"].(string)
-				return m["status"] == status && m["reason"] == reason, fmt.Errorf("%v (%v): %v", m["status"], m["reason"], msg)
-			}
-		}
-		return false, fmt.Errorf("no condition %s", typ)
+		msg, _ = c["message"].(string)
+		return c["status"] == status && c["reason"] == reason, fmt.Errorf("%v (%v): %v", c["status"], c["reason"], msg)
 	})
 	return msg
 }

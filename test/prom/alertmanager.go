@@ -64,56 +64,29 @@ func StartAlertmanager(t testing.TB) *Alertmanager {
 	if err := os.WriteFile(config, []byte(amConfig), 0o644); err != nil {
 		t.Fatalf("write the Alertmanager configuration: %v", err)
 	}
-	// A port taken between FreePorts and Alertmanager's bind makes it exit:
-	// try another.
-	var err error
-	for attempt := range 3 {
-		var am *Alertmanager
-		am, err = launchAlertmanager(t, bin, dir, config, attempt)
-		if err == nil {
-			return am
-		}
-	}
-	t.Fatalf("start Alertmanager: %v", err)
-	return nil
-}
-
-func launchAlertmanager(t testing.TB, bin, dir, config string, attempt int) (*Alertmanager, error) {
-	ports, err := cluster.FreePorts(1)
+	s := server{name: "alertmanager", binary: bin, dir: dir, args: func(addr, data string) []string {
+		return []string{"--config.file=" + config, "--storage.path=" + data, "--web.listen-address=" + addr,
+			"--cluster.listen-address=", "--log.level=debug"}
+	}}
+	var am *Alertmanager
+	proc, _, logPath, err := serve(s, func(ctx context.Context, base string, proc *cluster.Process) error {
+		am = &Alertmanager{URL: base, proc: proc}
+		return cluster.Poll(ctx, "Alertmanager at "+base+" to be ready", 20*time.Millisecond, []*cluster.Process{proc},
+			func(ctx context.Context) (bool, error) {
+				err := am.call(ctx, http.MethodGet, "/-/ready", nil, nil)
+				return err == nil, err
+			})
+	})
 	if err != nil {
-		return nil, err
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	logPath := filepath.Join(dir, fmt.Sprintf("alertmanager-%d.log", attempt))
-	p, err := cluster.Launch("alertmanager", bin, logPath, cluster.LaunchOptions{},
-		"--config.file="+config,
-		"--storage.path="+filepath.Join(dir, fmt.Sprintf("data-%d", attempt)),
-		"--web.listen-address="+addr,
-		"--cluster.listen-address=",
-		"--log.level=debug",
-	)
-	if err != nil {
-		return nil, err
+		t.Fatalf("start Alertmanager: %v", err)
 	}
 	t.Cleanup(func() {
-		p.Stop(10 * time.Second)
+		proc.Stop(10 * time.Second)
 		if t.Failed() {
 			amLogTail(t, logPath)
 		}
 	})
-	am := &Alertmanager{URL: "http://" + addr, proc: p}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err = cluster.Poll(ctx, "Alertmanager at "+am.URL+" to be ready", 20*time.Millisecond, []*cluster.Process{p},
-		func(ctx context.Context) (bool, error) {
-			err := am.call(ctx, http.MethodGet, "/-/ready", nil, nil)
-			return err == nil, err
-		})
-	if err != nil {
-		p.Stop(10 * time.Second)
-		return nil, err
-	}
-	return am, nil
+	return am
 }
 
 func amLogTail(t testing.TB, path string) {

@@ -71,73 +71,46 @@ func Run(binary, dir string, opts PrometheusOptions) (*Prometheus, func(), error
 	if err != nil {
 		return nil, nil, fmt.Errorf("write the Prometheus configuration: %w", err)
 	}
-	// A port reserved by FreePorts may be taken by someone else before
-	// Prometheus binds it; a Prometheus that exited while starting is
-	// retried on another port.
-	var last error
-	for attempt := range 3 {
-		p, proc, err := start(binary, dir, config, len(opts.Targets), attempt)
-		if err == nil {
-			return p, func() { proc.Stop(10 * time.Second) }, nil
+	p := &Prometheus{}
+	s := server{name: "prometheus", binary: binary, dir: dir, args: func(addr, data string) []string {
+		return []string{"--config.file=" + config, "--storage.tsdb.path=" + data, "--web.listen-address=" + addr,
+			// Quiet: only what goes wrong reaches the log.
+			"--log.level=warn",
+			// Nothing outlives the test; nothing needs keeping long.
+			"--storage.tsdb.retention.time=1h"}
+	}}
+	proc, _, logPath, err := serve(s, func(ctx context.Context, base string, proc *cluster.Process) error {
+		client, err := api.NewClient(api.Config{Address: base})
+		if err != nil {
+			return err
 		}
-		last = err
-		if proc == nil {
-			break
-		}
-		if gone, _ := proc.Exited(); !gone {
-			proc.Kill()
-			break
-		}
+		p.URL, p.api = base, promv1.NewAPI(client)
+		return p.waitReady(ctx, proc, len(opts.Targets))
+	})
+	if err != nil {
+		return nil, nil, err
 	}
-	return nil, nil, last
+	p.log = logPath
+	return p, func() { proc.Stop(10 * time.Second) }, nil
 }
 
-// start runs one Prometheus and waits for it to be ready; on error the
-// process, if it started, is returned too.
-func start(binary, dir, config string, targets, attempt int) (*Prometheus, *cluster.Process, error) {
-	ports, err := cluster.FreePorts(1)
-	if err != nil {
-		return nil, nil, err
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	logPath := filepath.Join(dir, fmt.Sprintf("prometheus-%d.log", attempt))
-	proc, err := cluster.Launch("prometheus", binary, logPath, cluster.LaunchOptions{},
-		"--config.file="+config,
-		"--storage.tsdb.path="+filepath.Join(dir, fmt.Sprintf("data-%d", attempt)),
-		"--web.listen-address="+addr,
-		// Quiet: only what goes wrong reaches the log.
-		"--log.level=warn",
-		// Nothing outlives the test; nothing needs keeping long.
-		"--storage.tsdb.retention.time=1h",
-	)
-	if err != nil {
-		return nil, nil, err
-	}
-	p := &Prometheus{URL: "http://" + addr, log: logPath}
-	client, err := api.NewClient(api.Config{Address: p.URL})
-	if err != nil {
-		return nil, proc, err
-	}
-	p.api = promv1.NewAPI(client)
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	err = cluster.Poll(ctx, "Prometheus ready at "+p.URL+"/-/ready", 50*time.Millisecond, []*cluster.Process{proc},
+// waitReady waits until Prometheus answers /-/ready and has scraped each
+// of its targets once.
+func (p *Prometheus) waitReady(ctx context.Context, proc *cluster.Process, targets int) error {
+	err := cluster.Poll(ctx, "Prometheus ready at "+p.URL+"/-/ready", 50*time.Millisecond, []*cluster.Process{proc},
 		func(ctx context.Context) (bool, error) { return ready(ctx, p.URL) })
-	if err == nil && targets > 0 {
-		// Prometheus hands discovered targets to its scrapers on a 5s
-		// tick, so the first scrape comes seconds after /-/ready; a test
-		// should not have to know.
-		expr := fmt.Sprintf("count(up{job=%q})", job)
-		err = cluster.Poll(ctx, "a first scrape of every target", 100*time.Millisecond, []*cluster.Process{proc},
-			func(ctx context.Context) (bool, error) {
-				got, err := p.value(ctx, expr)
-				return err == nil && got == float64(targets), err
-			})
+	if err != nil || targets == 0 {
+		return err
 	}
-	if err != nil {
-		return nil, proc, fmt.Errorf("%w\n%s", err, tail(logPath))
-	}
-	return p, proc, nil
+	// Prometheus hands discovered targets to its scrapers on a 5s tick, so
+	// the first scrape comes seconds after /-/ready; a test should not
+	// have to know.
+	expr := fmt.Sprintf("count(up{job=%q})", job)
+	return cluster.Poll(ctx, "a first scrape of every target", 100*time.Millisecond, []*cluster.Process{proc},
+		func(ctx context.Context) (bool, error) {
+			got, err := p.value(ctx, expr)
+			return err == nil && got == float64(targets), err
+		})
 }
 
 func ready(ctx context.Context, base string) (bool, error) {

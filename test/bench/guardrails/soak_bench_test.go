@@ -64,27 +64,22 @@ func rollout(b *testing.B, count, maxUnavailable int, soak string) time.Duration
 	if err := cluster.CreateAgentLeases(context.Background(), cp.Client(), names); err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	var wg sync.WaitGroup
-	nodes := make([]*sim.SimNode, count)
-	for i, name := range names {
+	_, stop, err := sim.StartFleet(names, func(name string) *sim.SimNode {
 		host := sim.NewSimHost("os-1")
 		host.StageDelay = download
-		nodes[i] = &sim.SimNode{Name: name, Host: host, StateDir: b.TempDir(), RestConfig: cp.Config(), Log: log, RebootDelay: reboot}
-		if err := nodes[i].Start(); err != nil {
-			b.Fatal(err)
-		}
-		wg.Go(func() { nodes[i].RunReboots(ctx) })
+		return &sim.SimNode{Name: name, Host: host, StateDir: b.TempDir(), RestConfig: cp.Config(), Log: log, RebootDelay: reboot}
+	})
+	if err != nil {
+		b.Fatal(err)
 	}
-	defer func() {
-		cancel()
-		wg.Wait()
-		for _, n := range nodes {
-			n.Kill()
-		}
-	}()
+	defer stop()
+	// Deferred in this order: the context ends, then its goroutines are
+	// waited for, then the agents stop.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	c := coordinator.New(coordinator.Options{Client: cp.Kube(), Dynamic: dyn, Log: log, DisableGuard: true,
 		PoolLabelSelector: "bench=" + prefix})
 	wg.Go(func() { _ = c.Run(ctx) })

@@ -45,28 +45,23 @@ func rollout(b *testing.B, count, maxUnavailable int, stageAfterDrain bool) (tim
 	cp := env.ControlPlane(b)
 	prefix := fmt.Sprintf("bench%d", prefixes.Add(1))
 	names := cp.CreateNodes(b, cluster.NodeSpec{Prefix: prefix, Count: count})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	var wg sync.WaitGroup
-	nodes := make([]*sim.SimNode, count)
-	for i, name := range names {
+	_, stop, err := sim.StartFleet(names, func(name string) *sim.SimNode {
 		host := sim.NewSimHost("os-1")
 		host.StageDelay = download
-		nodes[i] = &sim.SimNode{Name: name, Host: host, StateDir: b.TempDir(), RestConfig: cp.Config(), Log: log,
+		return &sim.SimNode{Name: name, Host: host, StateDir: b.TempDir(), RestConfig: cp.Config(), Log: log,
 			RebootDelay: reboot, TuneUpdate: func(c *update.Config) { c.StageAfterDrain = stageAfterDrain }}
-		if err := nodes[i].Start(); err != nil {
-			b.Fatal(err)
-		}
-		wg.Go(func() { nodes[i].RunReboots(ctx) })
+	})
+	if err != nil {
+		b.Fatal(err)
 	}
-	defer func() {
-		cancel()
-		wg.Wait()
-		for _, n := range nodes {
-			n.Kill()
-		}
-	}()
+	defer stop()
+	// Deferred in this order: the context ends, then its goroutines are
+	// waited for, then the agents stop.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	granter := &sim.Granter{Client: cp.Client(), Selector: cluster.GroupLabel + "=" + prefix, Target: "os-2",
 		MaxUnavailable: maxUnavailable}
 	b.ResetTimer()

@@ -193,6 +193,16 @@ func (n *ProcNode) Kill() {
 	<-exited
 }
 
+// Pid is the running agent process's ID, 0 when none runs.
+func (n *ProcNode) Pid() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
 // Running reports whether an agent process runs (it may have exited on its
 // own: that is a crash the log explains).
 func (n *ProcNode) Running() bool {

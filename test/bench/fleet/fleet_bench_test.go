@@ -1,0 +1,298 @@
+// Package fleet benchmarks a fleet the way a user runs it: 100 real
+// `nodeward agent` processes on simulated hosts (the rpm-ostree double, a
+// fake logind, a simulated reboot) under a real `nodeward coordinator`
+// process with leader election, on the real control plane with kwok nodes
+// running pods under a PodDisruptionBudget.
+//
+//	NODEWARD_TESTBIN_DIR=... go test ./test/bench/fleet -run '^$' -bench . -benchtime 1x -timeout 30m
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/sim"
+	"github.com/nodeward/nodeward/test/testenv"
+)
+
+var env cluster.Env
+
+func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+
+const (
+	nodes          = 100
+	maxUnavailable = 10
+	idleWindow     = 60 * time.Second
+)
+
+// BenchmarkRollout100Processes reports the makespan against the ideal
+// ceil(N/M) × the median per-node time (grant seen → Done seen) of the
+// same run, the fleet's RSS, and the API server's request rate with the
+// fleet idle and during the rollout, net of the control plane's own.
+func BenchmarkRollout100Processes(b *testing.B) {
+	testenv.RequireBinary(b, "dbus-daemon")
+	cp := env.ControlPlane(b)
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	bin, err := sim.BuildProcBinaries(root, b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cp.Config())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := cluster.InstallPoolAPI(ctx, cp.Client(), dyn, root+"/manifests/crds/nodeward.io_updatepools.yaml"); err != nil {
+		b.Fatal(err)
+	}
+	names := cp.CreateNodes(b, cluster.NodeSpec{Prefix: "fleet", Count: nodes})
+	workload(b, cp, names)
+
+	base := requestRate(b, cp, 30*time.Second)
+	procs := map[string]*sim.ProcNode{}
+	for _, name := range names {
+		n, err := sim.NewProcNode(bin, name, cp.KubeconfigPath(), b.TempDir(), sim.ProcBooted(), sim.ProcImages())
+		if err != nil {
+			b.Fatal(err)
+		}
+		n.RebootDelay = time.Second
+		procs[name] = n
+	}
+	sim.RunMachines(b, procs)
+	for _, n := range procs {
+		if err := n.Start(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cluster.WaitFor(b, 3*time.Minute, "every agent's Lease", func(ctx context.Context) (bool, error) {
+		list, err := cp.Client().CoordinationV1().Leases(v1alpha1.AgentLeaseNamespace).List(ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) >= nodes, err
+	})
+	idle := requestRate(b, cp, idleWindow)
+	idleRSS := fleetRSS(procs)
+
+	leaderNS := cp.Namespace(b)
+	coord := bin.Coordinator(cp.KubeconfigPath(), "--leader-election-namespace", leaderNS)
+	coord.Stdout, coord.Stderr = nil, nil
+	if err := coord.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = coord.Process.Kill(); _ = coord.Wait() })
+
+	w := watchFleet(b, cp)
+	b.ResetTimer()
+	before := scrapeRequests(b, cp)
+	pool := &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: "fleet"}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: "fleet"}},
+		OSImage:      sim.ProcTarget, MaxUnavailable: ptr.To(intstr.FromInt32(maxUnavailable)),
+	}}
+	if err := cluster.CreatePool(ctx, dyn, pool); err != nil {
+		b.Fatal(err)
+	}
+	cluster.WaitFor(b, 20*time.Minute, "every node Done", func(context.Context) (bool, error) {
+		return w.done() == nodes, nil
+	})
+	b.StopTimer()
+	after := scrapeRequests(b, cp)
+
+	makespan, perNode, peak := w.result()
+	median := perNode[len(perNode)/2]
+	ideal := time.Duration(math.Ceil(float64(nodes)/maxUnavailable)) * median
+	minutes := makespan.Minutes()
+	b.ReportMetric(makespan.Seconds(), "s-makespan")
+	b.ReportMetric(median.Seconds(), "s-median-node")
+	b.ReportMetric(ideal.Seconds(), "s-ideal")
+	b.ReportMetric(makespan.Seconds()/ideal.Seconds(), "makespan/ideal")
+	b.ReportMetric(float64(peak), "max-unavailable-seen")
+	b.ReportMetric(idleRSS, "MiB-fleet-rss-idle")
+	b.ReportMetric((idle.writes-base.writes)/nodes, "writes/node/min-idle")
+	b.ReportMetric((idle.all-base.all)/nodes, "requests/node/min-idle")
+	b.ReportMetric(((after.writes-before.writes)/minutes-base.writes)/nodes, "writes/node/min-rollout")
+	b.ReportMetric(((after.all-before.all)/minutes-base.all)/nodes, "requests/node/min-rollout")
+	b.ReportMetric(0, "ns/op")
+	if peak > maxUnavailable {
+		b.Errorf("the watcher saw %d nodes unavailable at once, maxUnavailable %d", peak, maxUnavailable)
+	}
+}
+
+// workload runs two pods per node under a PDB that lets one pod in ten go.
+func workload(b *testing.B, cp *cluster.ControlPlane, names []string) {
+	b.Helper()
+	ns := cp.Namespace(b)
+	labels := map[string]string{"app": "fleet"}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "fleet", Namespace: ns}, Spec: appsv1.DeploymentSpec{
+		Replicas: ptr.To(int32(2 * len(names))), Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+			NodeSelector:                  map[string]string{cluster.GroupLabel: "fleet"},
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers:                    []corev1.Container{{Name: "app", Image: "registry.invalid/app:1"}}}},
+	}}
+	ctx := context.Background()
+	if _, err := cp.Client().AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "fleet", Namespace: ns},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromString("10%")), Selector: &metav1.LabelSelector{MatchLabels: labels}}}
+	if _, err := cp.Client().PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	cluster.WaitFor(b, 3*time.Minute, "the fleet's pods running", func(ctx context.Context) (bool, error) {
+		d, err := cp.Client().AppsV1().Deployments(ns).Get(ctx, "fleet", metav1.GetOptions{})
+		return err == nil && d.Status.AvailableReplicas == *dep.Spec.Replicas, err
+	})
+}
+
+// fleetWatch follows every node with an informer: when each was first
+// seen granted and Done, and the most nodes unavailable at once as an
+// observer counts them (sim.Disrupted).
+type fleetWatch struct {
+	mu              sync.Mutex
+	granted, doneAt map[string]time.Time
+	first           time.Time
+	peak            int
+	store           cache.Store
+}
+
+func watchFleet(b *testing.B, cp *cluster.ControlPlane) *fleetWatch {
+	w := &fleetWatch{granted: map[string]time.Time{}, doneAt: map[string]time.Time{}}
+	factory := informers.NewSharedInformerFactoryWithOptions(cp.Client(), 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = cluster.GroupLabel + "=fleet" }))
+	inf := factory.Core().V1().Nodes().Informer()
+	w.store = inf.GetStore()
+	on := func(obj any) {
+		n, ok := obj.(*corev1.Node)
+		if !ok {
+			return
+		}
+		now := time.Now()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if n.Annotations[v1alpha1.AnnotationGrant] != "" && w.granted[n.Name].IsZero() {
+			w.granted[n.Name] = now
+			if w.first.IsZero() {
+				w.first = now
+			}
+		}
+		if n.Annotations[v1alpha1.AnnotationState] == string(v1alpha1.StepDone) && n.Annotations[v1alpha1.AnnotationStateTarget] == sim.ProcTarget && w.doneAt[n.Name].IsZero() {
+			w.doneAt[n.Name] = now
+		}
+		down := 0
+		for _, o := range w.store.List() {
+			if sim.Disrupted(o.(*corev1.Node)) {
+				down++
+			}
+		}
+		w.peak = max(w.peak, down)
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: on, UpdateFunc: func(_, o any) { on(o) }})
+	stop := make(chan struct{})
+	factory.Start(stop)
+	factory.WaitForCacheSync(stop)
+	b.Cleanup(func() { close(stop); factory.Shutdown() })
+	return w
+}
+
+func (w *fleetWatch) done() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.doneAt)
+}
+
+// result is the makespan (first grant → last Done), each node's time
+// from its grant to its Done, sorted, and the peak unavailable count.
+func (w *fleetWatch) result() (time.Duration, []time.Duration, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var last time.Time
+	var per []time.Duration
+	for n, d := range w.doneAt {
+		if d.After(last) {
+			last = d
+		}
+		if g := w.granted[n]; !g.IsZero() {
+			per = append(per, d.Sub(g))
+		}
+	}
+	slices.Sort(per)
+	return last.Sub(w.first), per, w.peak
+}
+
+// rate is the API server's requests per minute: all, and writes.
+type rate struct{ all, writes float64 }
+
+// requestRate measures the API server's request rate over window.
+func requestRate(b *testing.B, cp *cluster.ControlPlane, window time.Duration) rate {
+	start := scrapeRequests(b, cp)
+	deadline := time.Now().Add(window)
+	cluster.WaitFor(b, window+time.Minute, "the measuring window", func(context.Context) (bool, error) {
+		return !time.Now().Before(deadline), nil
+	})
+	end := scrapeRequests(b, cp)
+	return rate{all: (end.all - start.all) / window.Minutes(), writes: (end.writes - start.writes) / window.Minutes()}
+}
+
+// scrapeRequests sums apiserver_request_total: every request, and the
+// writes (POST, PUT, PATCH, DELETE).
+func scrapeRequests(b *testing.B, cp *cluster.ControlPlane) rate {
+	b.Helper()
+	body, err := cp.Client().CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		b.Fatalf("scrape the API server: %v", err)
+	}
+	var r rate
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		f := strings.Fields(line)
+		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+		r.all += v
+		for _, verb := range []string{`verb="POST"`, `verb="PUT"`, `verb="PATCH"`, `verb="DELETE"`} {
+			if strings.Contains(line, verb) {
+				r.writes += v
+			}
+		}
+	}
+	return r
+}
+
+// fleetRSS sums the agents' resident memory, in MiB.
+func fleetRSS(procs map[string]*sim.ProcNode) float64 {
+	total := 0.0
+	for _, n := range procs {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", n.Pid()))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+				kb, _ := strconv.ParseFloat(f[1], 64)
+				total += kb / 1024
+			}
+		}
+	}
+	return total
+}

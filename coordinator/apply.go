@@ -118,7 +118,9 @@ func (c *Controller) grant(ctx context.Context, pool *v1alpha1.UpdatePool, plan 
 	}
 	c.opts.Metrics.grants.WithLabelValues(pool.Name).Inc()
 	c.opts.Log.Info("slot granted", "pool", pool.Name, "node", v.name, "grant", grant, "target", plan.target)
-	c.events.Eventf(nodeRef(v.name), corev1.EventTypeNormal, "SlotGranted", "update slot %s of pool %s granted", grant, pool.Name)
+	// On the pool only: the node's agent records the grant on the Node
+	// itself (UpdateGranted), and a second Event there would be one more
+	// API request per grant for the same news (#21).
 	c.events.Eventf(poolRef(pool), corev1.EventTypeNormal, "SlotGranted", "%s granted (%s)", v.name, grant)
 	return nil
 }
@@ -204,7 +206,11 @@ func (c *Controller) release(ctx context.Context, pool *v1alpha1.UpdatePool, v n
 	case v.state == v1alpha1.StepDegraded:
 		reason, msg = "SlotReleased", "degraded on "+v.grantTarget+"; the pool's target changed, slot of pool "+pool.Name+" released"
 	}
-	c.events.Event(nodeRef(v.name), corev1.EventTypeNormal, reason, msg)
+	if reason != "SlotReleased" || v.state == v1alpha1.StepDegraded {
+		// A normal release is news on the pool only: the agent's own
+		// UpdateDone is on the Node already.
+		c.events.Event(nodeRef(v.name), corev1.EventTypeNormal, reason, msg)
+	}
 	c.events.Event(poolRef(pool), corev1.EventTypeNormal, reason, v.name+": "+msg)
 	return nil
 }

@@ -191,8 +191,8 @@ func TestLeaderFailoverMidRolloutNeverOverGrants(t *testing.T) {
 
 // TestSilentAgentIsNeverGrantedAndItsHealthGoesUnknown: a node whose agent
 // Lease expired is not granted, its nodeward health conditions turn Unknown
-// and an Event says why; its healthy peer is updated and gets a SlotGranted
-// Event.
+// and an Event says why; its healthy peer is updated and the pool gets a
+// SlotGranted Event naming it.
 func TestSilentAgentIsNeverGrantedAndItsHealthGoesUnknown(t *testing.T) {
 	t.Parallel()
 	cp, dyn := setup(t)
@@ -229,11 +229,19 @@ func TestSilentAgentIsNeverGrantedAndItsHealthGoesUnknown(t *testing.T) {
 		}
 		return false, nil
 	})
-	for _, want := range []struct{ node, reason string }{{nodes[0], "AgentSilent"}, {nodes[1], "SlotGranted"}} {
-		cluster.WaitFor(t, 20*time.Second, want.reason+" Event on "+want.node, func(ctx context.Context) (bool, error) {
+	for _, want := range []struct{ object, reason, about string }{{nodes[0], "AgentSilent", ""}, {prefix, "SlotGranted", nodes[1]}} {
+		cluster.WaitFor(t, 20*time.Second, want.reason+" Event on "+want.object, func(ctx context.Context) (bool, error) {
 			evs, err := cp.Client().CoreV1().Events("default").List(ctx, metav1.ListOptions{
-				FieldSelector: "involvedObject.name=" + want.node + ",reason=" + want.reason})
-			return err == nil && len(evs.Items) > 0, err
+				FieldSelector: "involvedObject.name=" + want.object + ",reason=" + want.reason})
+			if err != nil {
+				return false, err
+			}
+			for _, ev := range evs.Items {
+				if strings.Contains(ev.Message, want.about) {
+					return true, nil
+				}
+			}
+			return false, nil
 		})
 	}
 }

@@ -10,7 +10,9 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -71,14 +73,23 @@ func BenchmarkRollout100Processes(b *testing.B) {
 	names := cp.CreateNodes(b, cluster.NodeSpec{Prefix: "fleet", Count: nodes})
 	workload(b, cp, names)
 
-	base := requestRate(b, cp, 30*time.Second)
 	procs := map[string]*sim.ProcNode{}
-	for _, name := range names {
+	ports, err := cluster.FreePorts(nodes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var scrapes []string
+	for i, name := range names {
 		n, err := sim.NewProcNode(bin, name, cp.KubeconfigPath(), b.TempDir(), sim.ProcBooted(), sim.ProcImages())
 		if err != nil {
 			b.Fatal(err)
 		}
 		n.RebootDelay = time.Second
+		// Each agent's own request counter, so that the control plane's
+		// traffic (kwok, the controllers, the scheduler) is not counted.
+		addr := fmt.Sprintf("127.0.0.1:%d", ports[i])
+		n.Args = []string{"--metrics-address", addr, "--metrics-auth", "none"}
+		scrapes = append(scrapes, "http://"+addr+"/metrics")
 		procs[name] = n
 	}
 	sim.RunMachines(b, procs)
@@ -91,8 +102,15 @@ func BenchmarkRollout100Processes(b *testing.B) {
 		list, err := cp.Client().CoordinationV1().Leases(v1alpha1.AgentLeaseNamespace).List(ctx, metav1.ListOptions{})
 		return err == nil && len(list.Items) >= nodes, err
 	})
-	idle := requestRate(b, cp, idleWindow)
+	idleStart := agentRequests(scrapes)
 	idleRSS := fleetRSS(procs)
+	deadline := time.Now().Add(idleWindow)
+	cluster.WaitFor(b, idleWindow+time.Minute, "the idle window", func(context.Context) (bool, error) {
+		return !time.Now().Before(deadline), nil
+	})
+	idleEnd := agentRequests(scrapes)
+	idle := rate{all: (idleEnd.all - idleStart.all) / idleWindow.Minutes(), writes: (idleEnd.writes - idleStart.writes) / idleWindow.Minutes()}
+	apiBefore := scrapeRequests(b, cp)
 
 	leaderNS := cp.Namespace(b)
 	coord := bin.Coordinator(cp.KubeconfigPath(), "--leader-election-namespace", leaderNS)
@@ -104,7 +122,7 @@ func BenchmarkRollout100Processes(b *testing.B) {
 
 	w := watchFleet(b, cp)
 	b.ResetTimer()
-	before := scrapeRequests(b, cp)
+	sampler := sampleAgents(scrapes)
 	pool := &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: "fleet"}, Spec: v1alpha1.UpdatePoolSpec{
 		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: "fleet"}},
 		OSImage:      sim.ProcTarget, MaxUnavailable: ptr.To(intstr.FromInt32(maxUnavailable)),
@@ -116,7 +134,8 @@ func BenchmarkRollout100Processes(b *testing.B) {
 		return w.done() == nodes, nil
 	})
 	b.StopTimer()
-	after := scrapeRequests(b, cp)
+	during := sampler.stop()
+	apiAfter := scrapeRequests(b, cp)
 
 	makespan, perNode, peak := w.result()
 	median := perNode[len(perNode)/2]
@@ -127,11 +146,20 @@ func BenchmarkRollout100Processes(b *testing.B) {
 	b.ReportMetric(ideal.Seconds(), "s-ideal")
 	b.ReportMetric(makespan.Seconds()/ideal.Seconds(), "makespan/ideal")
 	b.ReportMetric(float64(peak), "max-unavailable-seen")
+	b.ReportMetric(perNode[len(perNode)*9/10].Seconds(), "s-p90-node")
+	b.ReportMetric(perNode[len(perNode)-1].Seconds(), "s-max-node")
+	if gaps := w.gaps(); len(gaps) > 0 {
+		b.ReportMetric(gaps[len(gaps)/2].Seconds()*1000, "ms-handoff-p50")
+		b.ReportMetric(gaps[len(gaps)*99/100].Seconds()*1000, "ms-handoff-p99")
+	}
 	b.ReportMetric(idleRSS, "MiB-fleet-rss-idle")
-	b.ReportMetric((idle.writes-base.writes)/nodes, "writes/node/min-idle")
-	b.ReportMetric((idle.all-base.all)/nodes, "requests/node/min-idle")
-	b.ReportMetric(((after.writes-before.writes)/minutes-base.writes)/nodes, "writes/node/min-rollout")
-	b.ReportMetric(((after.all-before.all)/minutes-base.all)/nodes, "requests/node/min-rollout")
+	b.ReportMetric(idle.writes/nodes, "writes/node/min-idle")
+	b.ReportMetric(idle.all/nodes, "requests/node/min-idle")
+	b.ReportMetric(during.writes/minutes/nodes, "writes/node/min-rollout")
+	b.ReportMetric(during.all/minutes/nodes, "requests/node/min-rollout")
+	// The API server's own count over the rollout and the idle window
+	// before it: every client, the control plane's included.
+	b.ReportMetric((apiAfter.all-apiBefore.all)/(minutes+idleWindow.Minutes()), "apiserver-requests/min")
 	b.ReportMetric(0, "ns/op")
 	if peak > maxUnavailable {
 		b.Errorf("the watcher saw %d nodes unavailable at once, maxUnavailable %d", peak, maxUnavailable)
@@ -195,9 +223,16 @@ func watchFleet(b *testing.B, cp *cluster.ControlPlane) *fleetWatch {
 			if w.first.IsZero() {
 				w.first = now
 			}
+			if len(w.freed) > 0 {
+				// The slot this grant fills freed at the oldest Done not
+				// yet followed by a grant.
+				w.handoffs = append(w.handoffs, now.Sub(w.freed[0]))
+				w.freed = w.freed[1:]
+			}
 		}
 		if n.Annotations[v1alpha1.AnnotationState] == string(v1alpha1.StepDone) && n.Annotations[v1alpha1.AnnotationStateTarget] == sim.ProcTarget && w.doneAt[n.Name].IsZero() {
 			w.doneAt[n.Name] = now
+			w.freed = append(w.freed, now)
 		}
 		down := 0
 		for _, o := range w.store.List() {
@@ -221,6 +256,15 @@ func (w *fleetWatch) done() int {
 	return len(w.doneAt)
 }
 
+// gaps are the handoffs from a Done to the next grant, sorted.
+func (w *fleetWatch) gaps() []time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := slices.Clone(w.handoffs)
+	slices.Sort(out)
+	return out
+}
+
 // result is the makespan (first grant → last Done), each node's time
 // from its grant to its Done, sorted, and the peak unavailable count.
 func (w *fleetWatch) result() (time.Duration, []time.Duration, int) {
@@ -240,18 +284,91 @@ func (w *fleetWatch) result() (time.Duration, []time.Duration, int) {
 	return last.Sub(w.first), per, w.peak
 }
 
-// rate is the API server's requests per minute: all, and writes.
+// rate is a count of requests, or a rate per minute: all, and writes.
 type rate struct{ all, writes float64 }
 
-// requestRate measures the API server's request rate over window.
-func requestRate(b *testing.B, cp *cluster.ControlPlane, window time.Duration) rate {
-	start := scrapeRequests(b, cp)
-	deadline := time.Now().Add(window)
-	cluster.WaitFor(b, window+time.Minute, "the measuring window", func(context.Context) (bool, error) {
-		return !time.Now().Before(deadline), nil
-	})
-	end := scrapeRequests(b, cp)
-	return rate{all: (end.all - start.all) / window.Minutes(), writes: (end.writes - start.writes) / window.Minutes()}
+// sampler follows the agents' request counters through a rollout, in
+// which every agent process restarts once (its reboot) and its counter
+// with it: each agent's count is summed over its processes. What a
+// process did after its last sample (at most a second) is not counted.
+type sampler struct {
+	done  chan struct{}
+	total chan rate
+}
+
+func sampleAgents(urls []string) *sampler {
+	s := &sampler{done: make(chan struct{}), total: make(chan rate, 1)}
+	go func() {
+		last := make([]rate, len(urls))
+		var gone rate // the counts of processes that ended
+		first := make([]rate, len(urls))
+		for i, u := range urls {
+			first[i] = agentRequests([]string{u})
+			last[i] = first[i]
+		}
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-s.done:
+				var sum rate
+				for i := range urls {
+					sum.all += last[i].all - first[i].all
+					sum.writes += last[i].writes - first[i].writes
+				}
+				s.total <- rate{all: sum.all + gone.all, writes: sum.writes + gone.writes}
+				return
+			case <-tick.C:
+			}
+			for i, u := range urls {
+				cur := agentRequests([]string{u})
+				if cur.all == 0 {
+					continue // rebooting
+				}
+				if cur.all < last[i].all { // a new process
+					gone.all += last[i].all - first[i].all
+					gone.writes += last[i].writes - first[i].writes
+					first[i] = rate{}
+				}
+				last[i] = cur
+			}
+		}
+	}()
+	return s
+}
+
+// stop ends the sampling and returns the requests counted.
+func (s *sampler) stop() rate {
+	close(s.done)
+	return <-s.total
+}
+
+// agentRequests sums every agent's nodeward_api_requests_total: all
+// requests, and the writes (POST, PUT, PATCH, DELETE).
+func agentRequests(urls []string) rate {
+	var r rate
+	for _, u := range urls {
+		resp, err := http.Get(u)
+		if err != nil {
+			continue // an agent rebooting: its counter starts again anyway
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, line := range strings.Split(string(body), "\n") {
+			if !strings.HasPrefix(line, "nodeward_api_requests_total{") {
+				continue
+			}
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			r.all += v
+			for _, m := range []string{`method="POST"`, `method="PUT"`, `method="PATCH"`, `method="DELETE"`} {
+				if strings.Contains(line, m) {
+					r.writes += v
+				}
+			}
+		}
+	}
+	return r
 }
 
 // scrapeRequests sums apiserver_request_total: every request, and the

@@ -202,6 +202,10 @@ type fleetWatch struct {
 	first           time.Time
 	peak            int
 	store           cache.Store
+	// freed are the Done times not yet followed by a grant; handoffs are
+	// the gaps from a Done to the grant that used its slot.
+	freed    []time.Time
+	handoffs []time.Duration
 }
 
 func watchFleet(b *testing.B, cp *cluster.ControlPlane) *fleetWatch {

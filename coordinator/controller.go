@@ -389,6 +389,9 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	}
 	errs = append(errs, c.apply(ctx, pool, plan, in))
 	c.opts.Metrics.observe(pool.Name, plan)
+	if pool.Spec.Gates == nil {
+		c.opts.Metrics.gatesPassing.DeleteLabelValues(pool.Name) // gates removed from the spec
+	}
 	if d := c.nextRetry(now); d > 0 {
 		c.queue.AddAfter(key, d)
 	}

@@ -2,6 +2,8 @@ package coordinator
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,8 +35,10 @@ type Write struct {
 }
 
 // Decide is the controller's plan of pool over snap and the writes it
-// makes, in order (targets, grants, releases): the same planning code as a
-// reconcile, for the protocol simulator. grantName names each new grant.
+// makes, in order (targets, grants, soak starts, releases): the same
+// planning code as a reconcile, for the protocol simulator. grantName names
+// each new grant. The gates are never evaluated here: a pool with gates
+// grants nothing, as when Prometheus cannot be reached.
 func Decide(pool string, snap Snapshot, grantName func(node string) string) ([]Write, error) {
 	var p *v1alpha1.UpdatePool
 	for _, candidate := range snap.Pools {
@@ -68,6 +72,10 @@ func Decide(pool string, snap Snapshot, grantName func(node string) string) ([]W
 	yielded := map[string]bool{}
 	for _, n := range plan.yielded {
 		yielded[n] = true
+	}
+	for _, n := range slices.Sorted(maps.Keys(plan.startSoak)) {
+		at := plan.startSoak[n].UTC().Format(time.RFC3339)
+		out = append(out, Write{Node: n, ResourceVersion: rv[n], Set: map[string]*string{v1alpha1.AnnotationSoakUntil: &at}})
 	}
 	for _, n := range plan.release {
 		out = append(out, Write{Node: n, ResourceVersion: rv[n], Set: releaseAnnotations(yielded[n], snap.Now)})

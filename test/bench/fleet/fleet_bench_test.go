@@ -351,7 +351,7 @@ func (s *sampler) stop() rate {
 }
 
 // agentRequests sums every agent's nodeward_api_requests_total: all
-// requests, and the writes (POST, PUT, PATCH, DELETE).
+// requests, and the writes.
 func agentRequests(urls []string) rate {
 	var r rate
 	for _, u := range urls {
@@ -361,47 +361,45 @@ func agentRequests(urls []string) rate {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		for _, line := range strings.Split(string(body), "\n") {
-			if !strings.HasPrefix(line, "nodeward_api_requests_total{") {
-				continue
-			}
-			f := strings.Fields(line)
-			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-			r.all += v
-			for _, m := range []string{`method="post"`, `method="put"`, `method="patch"`, `method="delete"`} {
-				if strings.Contains(strings.ToLower(line), m) {
-					r.writes += v
-				}
-			}
-		}
+		r = r.plus(countRequests(body, "nodeward_api_requests_total{", "method"))
 	}
 	return r
 }
 
 // scrapeRequests sums apiserver_request_total: every request, and the
-// writes (POST, PUT, PATCH, DELETE).
+// writes.
 func scrapeRequests(b *testing.B, cp *cluster.ControlPlane) rate {
 	b.Helper()
 	body, err := cp.Client().CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
 	if err != nil {
 		b.Fatalf("scrape the API server: %v", err)
 	}
+	return countRequests(body, "apiserver_request_total{", "verb")
+}
+
+// countRequests sums the samples of a request counter (series starting
+// with prefix) in a Prometheus text exposition: all of them, and the
+// writes, whose label methodLabel is POST, PUT, PATCH or DELETE (in any
+// case: client_golang's round-tripper counter writes them lower case).
+func countRequests(body []byte, prefix, methodLabel string) rate {
 	var r rate
 	for _, line := range strings.Split(string(body), "\n") {
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
+		if !strings.HasPrefix(line, prefix) {
 			continue
 		}
 		f := strings.Fields(line)
 		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
 		r.all += v
-		for _, verb := range []string{`verb="POST"`, `verb="PUT"`, `verb="PATCH"`, `verb="DELETE"`} {
-			if strings.Contains(line, verb) {
+		for _, m := range []string{"post", "put", "patch", "delete"} {
+			if strings.Contains(strings.ToLower(line), methodLabel+`="`+m+`"`) {
 				r.writes += v
 			}
 		}
 	}
 	return r
 }
+
+func (r rate) plus(o rate) rate { return rate{all: r.all + o.all, writes: r.writes + o.writes} }
 
 // fleetRSS sums the agents' resident memory, in MiB.
 func fleetRSS(procs map[string]*sim.ProcNode) float64 {

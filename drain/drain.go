@@ -151,7 +151,7 @@ func (d *Drainer) Drain(ctx context.Context) (*Result, error) {
 	if err := tracker.start(ctx); err != nil {
 		return res, fmt.Errorf("drain node %s: %w", d.node, err)
 	}
-	r := &run{d: d, tracker: tracker, blockers: newBlockerSet(d), res: res}
+	r := &run{d: d, tracker: tracker, blockers: newBlockerSet(d), res: res, pdbs: newPDBWaker(ctx, d.client)}
 	if d.opts.Timeout > 0 {
 		r.timedOut = afterChan(ctx, d.opts.Timeout)
 	}

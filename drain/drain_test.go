@@ -220,6 +220,29 @@ func TestDrainRespectsPDBAllowingOne(t *testing.T) {
 	}
 }
 
+// A refused eviction is retried as soon as its PDB allows a disruption
+// again, not at the end of its backoff: with a backoff of an hour, the
+// drain of four pods under a budget of one still finishes.
+func TestDrainRetriesWhenThePDBAllows(t *testing.T) {
+	f := newFixture(t, "pdbwake", 2)
+	f.deployment("wake", 4, nil)
+	f.pdb("wake-pdb", "wake", 1)
+	f.waitRunning(f.node, 4)
+	f.waitPDB("wake-pdb", 1)
+	f.release()
+
+	d := f.drainer(drain.Options{RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour}, nil)
+	ctx, cancel := context.WithTimeout(f.ctx(), 2*time.Minute)
+	defer cancel()
+	res, err := d.Run(ctx)
+	if err != nil {
+		t.Fatalf("drain (each refused eviction would otherwise wait an hour): %v", err)
+	}
+	if res.Evicted != 4 {
+		t.Errorf("evicted %d, want 4", res.Evicted)
+	}
+}
+
 // Pre-drain hooks hold the drain, reported as Drainable=False, until their
 // owner removes them.
 func TestDrainHeldByPreDrainHook(t *testing.T) {

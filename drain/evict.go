@@ -18,6 +18,8 @@ type run struct {
 	d        *Drainer
 	tracker  *podTracker
 	blockers *blockerSet
+	// pdbs wakes evictions refused by a budget when it allows again.
+	pdbs *pdbWaker
 	// timedOut is closed when the overall timeout passes; nil without one.
 	timedOut <-chan struct{}
 
@@ -41,6 +43,7 @@ func (r *run) pod(ctx context.Context, pp PlannedPod) error {
 	backoff := d.opts.RetryBackoff
 	timedOut := r.timedOut
 	var retry <-chan time.Time
+	var budgetFree <-chan struct{}
 	for {
 		// Take the change channel before reading the store, so that an
 		// event between the two still wakes us.
@@ -52,6 +55,9 @@ func (r *run) pod(ctx context.Context, pp PlannedPod) error {
 			return nil
 		}
 		if !evicted && retry == nil {
+			// Take the budgets' channel before the eviction, so that a
+			// budget allowing again in between still wakes the retry.
+			budgetFree = r.pdbs.wake(r.blockingPDBs(ref))
 			wait, err := r.evict(ctx, pod, &backoff)
 			if err != nil {
 				return err
@@ -59,8 +65,12 @@ func (r *run) pod(ctx context.Context, pp PlannedPod) error {
 			if wait == 0 {
 				evicted = true
 				r.blockers.clear(ref)
+				budgetFree = nil
 			} else {
 				retry = time.After(wait)
+				if budgetFree == nil {
+					budgetFree = r.pdbs.wake(r.blockingPDBs(ref))
+				}
 			}
 		}
 		select {
@@ -69,6 +79,8 @@ func (r *run) pod(ctx context.Context, pp PlannedPod) error {
 		case <-changed:
 		case <-retry:
 			retry = nil
+		case <-budgetFree:
+			retry, budgetFree = nil, nil
 		case <-timedOut:
 			timedOut = nil
 			if err := r.onTimeout(ctx, pp, pod, &evicted); err != nil {
@@ -202,4 +214,12 @@ func ignorableGone(err error) bool {
 
 func finished(pod *corev1.Pod) bool {
 	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// blockingPDBs are the budgets that last refused ref's eviction.
+func (r *run) blockingPDBs(ref PodRef) []PDBStatus {
+	if b, known := r.blockers.current(ref); known && b.Reason == BlockedByPDB {
+		return b.PDBs
+	}
+	return nil
 }

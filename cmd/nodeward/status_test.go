@@ -26,7 +26,9 @@ func TestStatusTablesReadLikeOcGetMcp(t *testing.T) {
 	pool := v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: "worker"}, Status: v1alpha1.UpdatePoolStatus{
 		ConfigName: "nodeward-abc", MachineCount: 3, ReadyMachineCount: 2, UpdatedMachineCount: 1,
 		Conditions: []metav1.Condition{{Type: v1alpha1.PoolUpdating, Status: metav1.ConditionTrue},
-			{Type: v1alpha1.PoolHalted, Status: metav1.ConditionTrue, Message: "failure budget of 1 exhausted: w9 failed on the target"}},
+			{Type: v1alpha1.PoolHalted, Status: metav1.ConditionTrue, Message: "failure budget of 1 exhausted: w9 failed on the target"},
+			{Type: v1alpha1.PoolGatesPassing, Status: metav1.ConditionFalse, Reason: "AlertFiring", Message: "alert KubeAPIErrorsHigh firing"},
+			{Type: v1alpha1.PoolSilenced, Status: metav1.ConditionFalse, Reason: "SilenceFailed", Message: "Alertmanager http://am:9093 refused"}},
 	}}
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	r, err := buildReport([]v1alpha1.UpdatePool{pool}, []corev1.Node{{
@@ -45,9 +47,19 @@ func TestStatusTablesReadLikeOcGetMcp(t *testing.T) {
 	}
 	got := out.String()
 	for _, want := range []string{"MACHINECOUNT", "READYMACHINECOUNT", "UPDATEDMACHINECOUNT", "worker", "nodeward-abc",
-		"Unknown", "True", "w1", "Draining", "1m30s", "blocked by PDB a/pdb", "HALTED: failure budget of 1 exhausted: w9"} {
+		"Unknown", "True", "w1", "Draining", "1m30s", "blocked by PDB a/pdb", "HALTED: failure budget of 1 exhausted: w9",
+		"GATES: AlertFiring: alert KubeAPIErrorsHigh firing", "SILENCES: Alertmanager http://am:9093 refused"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("status output lacks %q:\n%s", want, got)
+		}
+	}
+	out.Reset()
+	if err := printStatus(&out, r, "json", now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"gatesFailing":"AlertFiring: alert KubeAPIErrorsHigh firing"`, `"silenceError":"Alertmanager http://am:9093 refused"`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status -o json lacks %s:\n%s", want, out.String())
 		}
 	}
 }

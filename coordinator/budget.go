@@ -72,9 +72,8 @@ func countOrPercent(v *intstr.IntOrString, n int, field string) (int, error) {
 		}
 		return int(v.IntVal), nil
 	}
-	pct, ok := strings.CutSuffix(v.StrVal, "%")
-	var p int
-	if _, err := fmt.Sscanf(pct, "%d", &p); !ok || err != nil || p < 1 || p > 100 {
+	p, ok := percent(v.StrVal)
+	if !ok || p < 1 {
 		return 0, fmt.Errorf("%s %q: want an integer or a percentage from 1%% to 100%%", field, v.StrVal)
 	}
 	return max(1, int(math.Ceil(float64(n)*float64(p)/100))), nil

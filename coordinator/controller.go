@@ -395,8 +395,8 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	if d := c.nextRetry(now); d > 0 {
 		c.queue.AddAfter(key, d)
 	}
-	if d := soakEnds(in, plan); d > 0 {
-		c.queue.AddAfter(key, d)
+	if !plan.soakEnds.IsZero() {
+		c.queue.AddAfter(key, max(plan.soakEnds.Sub(now), time.Millisecond))
 	}
 	errs = append(errs, c.maybeWriteStatus(ctx, key, pool, plan, now))
 	return errors.Join(errs...)

@@ -165,21 +165,6 @@ func (c *Controller) syncSilences(ctx context.Context, pool *v1alpha1.UpdatePool
 	}
 }
 
-// soakEnds is how long until the first of the plan's soaks ends (0: none
-// soaks), so the pool is planned again right then.
-func soakEnds(in planInput, plan *poolPlan) time.Duration {
-	ends := slices.Collect(maps.Values(plan.startSoak))
-	for _, v := range in.nodes {
-		if slices.Contains(plan.soaking, v.name) && !v.soakUntil.IsZero() {
-			ends = append(ends, v.soakUntil)
-		}
-	}
-	if len(ends) == 0 {
-		return 0
-	}
-	return max(slices.MinFunc(ends, func(a, b time.Time) int { return a.Compare(b) }).Sub(in.now), time.Millisecond)
-}
-
 // gatesCondition is the GatesPassing condition's status, reason and
 // message from the last verdict.
 func gatesCondition(g guardrailState) (metav1.ConditionStatus, string, string) {
@@ -207,13 +192,7 @@ func silencedCondition(g guardrailState) (metav1.ConditionStatus, string, string
 // applySoaks writes soak-until on the nodes whose soak starts now.
 func (c *Controller) applySoaks(ctx context.Context, plan *poolPlan, views map[string]nodeView, result func(node, what string, err error)) {
 	for _, n := range slices.Sorted(maps.Keys(plan.startSoak)) {
-		// Rounded up to the second the annotation keeps: a soak never
-		// ends early.
-		t := plan.startSoak[n]
-		if r := t.Truncate(time.Second); !r.Equal(t) {
-			t = r.Add(time.Second)
-		}
-		until := t.UTC().Format(time.RFC3339)
+		until := plan.startSoak[n].UTC().Format(time.RFC3339) // whole seconds (soakEnd)
 		result(n, "start soak", patchNode(ctx, c.opts.Client, n, views[n].rv, map[string]*string{v1alpha1.AnnotationSoakUntil: &until}))
 	}
 }

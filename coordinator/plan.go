@@ -40,9 +40,8 @@ func MaxUnavailable(spec v1alpha1.UpdatePoolSpec, n int) (int, error) {
 			}
 			limit = int(mu.IntVal)
 		case intstr.String:
-			pct, ok := strings.CutSuffix(mu.StrVal, "%")
-			var p int
-			if _, err := fmt.Sscanf(pct, "%d", &p); !ok || err != nil || p < 0 || p > 100 {
+			p, ok := percent(mu.StrVal)
+			if !ok {
 				return 0, fmt.Errorf("maxUnavailable %q: want an integer or a percentage from 0%% to 100%%", mu.StrVal)
 			}
 			limit = 0
@@ -55,6 +54,16 @@ func MaxUnavailable(spec v1alpha1.UpdatePoolSpec, n int) (int, error) {
 		limit = min(limit, 1)
 	}
 	return limit, nil
+}
+
+// percent reads a percentage from 0% to 100% ("25%" is 25).
+func percent(s string) (int, bool) {
+	digits, ok := strings.CutSuffix(s, "%")
+	var p int
+	if _, err := fmt.Sscanf(digits, "%d", &p); !ok || err != nil || p < 0 || p > 100 {
+		return 0, false
+	}
+	return p, true
 }
 
 // planInput is what one reconcile of a pool plans from.
@@ -105,6 +114,9 @@ type poolPlan struct {
 	// soakOver those whose soak ended and that are released once the
 	// gates pass.
 	soaking, soakOver []string
+	// soakEnds is when the first of the soaks kept in this plan ends
+	// (zero: none), so the pool is planned again right then.
+	soakEnds time.Time
 	// downAfterSoak are the soaking nodes that count as unavailable
 	// without their soak too, and why.
 	downAfterSoak map[string]string
@@ -159,17 +171,11 @@ func planPool(in planInput) (*poolPlan, error) {
 			frozen[n.name] = true
 		}
 		down, why := countAs(n, in.pending)
-		if p.planRelease(n, in, soak) {
+		if step := p.planRelease(n, in, soak); step != soakNone {
 			if down {
 				p.downAfterSoak[n.name] = why
 			}
-			down, why = true, "soaking until "+n.soakUntil.UTC().Format(time.RFC3339)
-			if n.soakUntil.IsZero() {
-				down, why = true, "soaking from now"
-			}
-			if !in.now.Before(n.soakUntil) && !n.soakUntil.IsZero() {
-				why = "soak over, released once the gates pass"
-			}
+			down, why = true, step.why(n.soakUntil)
 			busyZones[n.zone] = true
 		}
 		if down {
@@ -256,11 +262,11 @@ func (p *poolPlan) endSoak(nodes []string) {
 
 // planRelease decides what happens to n's grant: released now, or kept
 // for a soak after Done (soak is the soak a Done seen now starts). It
-// reports whether n soaks.
-func (p *poolPlan) planRelease(n nodeView, in planInput, soak time.Duration) bool {
+// returns n's soak step, soakNone when n does not soak.
+func (p *poolPlan) planRelease(n nodeView, in planInput, soak time.Duration) soakStep {
 	release, yielded := releasable(n, in.pool.Name, p.target)
 	if !release || in.pending[n.name] {
-		return false
+		return soakNone
 	}
 	step := soakNone
 	if !yielded {
@@ -268,10 +274,12 @@ func (p *poolPlan) planRelease(n nodeView, in planInput, soak time.Duration) boo
 	}
 	switch step {
 	case soakStart:
-		p.startSoak[n.name] = in.now.Add(soak)
+		p.startSoak[n.name] = soakEnd(in.now, soak)
 		p.soaking = append(p.soaking, n.name)
+		p.nextSoakEnd(p.startSoak[n.name])
 	case soakOn:
 		p.soaking = append(p.soaking, n.name)
+		p.nextSoakEnd(n.soakUntil)
 	case soakOver:
 		p.soakOver = append(p.soakOver, n.name)
 	default:
@@ -279,9 +287,15 @@ func (p *poolPlan) planRelease(n nodeView, in planInput, soak time.Duration) boo
 		if yielded {
 			p.yielded = append(p.yielded, n.name)
 		}
-		return false
 	}
-	return true
+	return step
+}
+
+// nextSoakEnd keeps the earliest end of a soak in the plan.
+func (p *poolPlan) nextSoakEnd(t time.Time) {
+	if p.soakEnds.IsZero() || t.Before(p.soakEnds) {
+		p.soakEnds = t
+	}
 }
 
 // endSoaks releases the nodes whose soak is over once the gates pass, and

@@ -101,6 +101,27 @@ const (
 	soakOver                  // soak over: release once the gates pass
 )
 
+// why is how a soaking node counts in the pool's Updating condition.
+func (s soakStep) why(until time.Time) string {
+	switch s {
+	case soakStart:
+		return "soaking from now"
+	case soakOver:
+		return "soak over, released once the gates pass"
+	}
+	return "soaking until " + until.UTC().Format(time.RFC3339)
+}
+
+// soakEnd is when a soak of d that starts at now ends, rounded up to the
+// second soak-until keeps (RFC 3339): a soak never ends early.
+func soakEnd(now time.Time, d time.Duration) time.Time {
+	end := now.Add(d)
+	if r := end.Truncate(time.Second); !r.Equal(end) {
+		return r.Add(time.Second)
+	}
+	return end
+}
+
 // soakOf decides n's soak: only a Done grant the pool releases soaks.
 func soakOf(n nodeView, d time.Duration, now time.Time) soakStep {
 	if n.state != v1alpha1.StepDone {

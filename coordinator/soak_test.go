@@ -221,3 +221,15 @@ func TestBadGuardrailSpecIsAnError(t *testing.T) {
 		}
 	}
 }
+
+// TestSoakEndIsRoundedUp: soak-until keeps whole seconds, so the end is
+// rounded up, never down: a soak never ends early.
+func TestSoakEndIsRoundedUp(t *testing.T) {
+	at := now.Add(300 * time.Millisecond)
+	if got, want := soakEnd(at, time.Minute), now.Add(61*time.Second); !got.Equal(want) {
+		t.Errorf("soakEnd(%v, 1m) = %v, want %v", at, got, want)
+	}
+	if got, want := soakEnd(now, time.Minute), now.Add(time.Minute); !got.Equal(want) {
+		t.Errorf("soakEnd(%v, 1m) = %v, want %v", now, got, want)
+	}
+}

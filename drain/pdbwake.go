@@ -19,6 +19,7 @@ import (
 // MaxRetryBackoff holds the node (and its slot) for nothing. One watch per
 // budget, shared by the pods it blocks, ended with the drain; the backoff
 // timer stays as the fallback (a watch that cannot start, an event lost).
+// A refusal names one budget (wake).
 type pdbWaker struct {
 	ctx    context.Context
 	client *kube.Client
@@ -31,26 +32,16 @@ func newPDBWaker(ctx context.Context, client *kube.Client) *pdbWaker {
 	return &pdbWaker{ctx: ctx, client: client, budgets: map[string]chan struct{}{}}
 }
 
-// wake returns a channel closed when one of pdbs is seen allowing a
-// disruption after this call.
+// wake returns a channel closed when the budget that refused an eviction
+// is seen allowing a disruption after this call. The Eviction API refuses
+// a pod under several budgets with a 500, never a 429, so a refusal names
+// one budget; for any other count wake returns nil and the backoff alone
+// retries.
 func (w *pdbWaker) wake(pdbs []PDBStatus) <-chan struct{} {
-	if len(pdbs) == 0 {
+	if len(pdbs) != 1 {
 		return nil
 	}
-	out := make(chan struct{})
-	var once sync.Once
-	for _, p := range pdbs {
-		ch := w.next(p.Namespace, p.Name)
-		go func() {
-			select {
-			case <-ch:
-				once.Do(func() { close(out) })
-			case <-out:
-			case <-w.ctx.Done():
-			}
-		}()
-	}
-	return out
+	return w.next(pdbs[0].Namespace, pdbs[0].Name)
 }
 
 // next is the channel of budget namespace/name's next "allowed" event,

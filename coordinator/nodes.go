@@ -94,12 +94,8 @@ func viewNode(node *corev1.Node, leaseOK bool, target string) nodeView {
 	}
 	_, v.held = a[v1alpha1.AnnotationHold]
 	v.drainBlocked = drainBlocked(node)
-	if t, err := time.Parse(time.RFC3339, a[v1alpha1.AnnotationYieldedAt]); err == nil {
-		v.yieldedAt = t
-	}
-	if t, err := time.Parse(time.RFC3339, a[v1alpha1.AnnotationSoakUntil]); err == nil {
-		v.soakUntil = t
-	}
+	v.yieldedAt = parseTime(a[v1alpha1.AnnotationYieldedAt])
+	v.soakUntil = parseTime(a[v1alpha1.AnnotationSoakUntil])
 	avail := v1alpha1.NodeAvailability{Target: target, AgentAlive: leaseOK}
 	v.down, v.why = v1alpha1.Unavailable(node, avail)
 	v.downFree, v.whyFree = v.down, v.why
@@ -107,6 +103,20 @@ func viewNode(node *corev1.Node, leaseOK bool, target string) nodeView {
 		v.downFree, v.whyFree = v1alpha1.Unavailable(withoutGrant(node), avail)
 	}
 	return v
+}
+
+// parseTime reads an RFC 3339 annotation; absent or malformed is zero.
+// Most nodes have none, and a failed parse allocates its error: at 10,000
+// nodes a plan pass spent more on those errors than on the times.
+func parseTime(s string) time.Time {
+	if s == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
 }
 
 // drainBlocked reports whether node's drain is held: Drained False for a

@@ -70,7 +70,7 @@ func (c *Controller) input(pool *v1alpha1.UpdatePool, pending map[string]bool, n
 // reads, with no cache or API behind it (Decide, the protocol simulator).
 func buildInput(pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool, nodes []*corev1.Node, agentAlive func(string) bool,
 	pending, backoff map[string]bool, now time.Time) (planInput, []*corev1.Node, error) {
-	in := planInput{pool: pool, pending: pending, backoff: backoff, now: now}
+	in := planInput{pool: pool, pending: pending, backoff: backoff, now: now, nodes: make([]nodeView, 0, len(nodes))}
 	if _, err := metav1.LabelSelectorAsSelector(pool.Spec.NodeSelector); err != nil {
 		return in, nil, fmt.Errorf("pool %s nodeSelector: %w", pool.Name, err)
 	}

@@ -29,7 +29,7 @@ type canaryPhase struct {
 }
 
 // canaryOf resolves the pool's canary over its managed nodes.
-func canaryOf(spec v1alpha1.UpdatePoolSpec, managed []nodeView, target string) (canaryPhase, error) {
+func canaryOf(spec v1alpha1.UpdatePoolSpec, managed []*nodeView, target string) (canaryPhase, error) {
 	c := spec.Canary
 	if c == nil || target == "" {
 		return canaryPhase{}, nil
@@ -39,7 +39,7 @@ func canaryOf(spec v1alpha1.UpdatePoolSpec, managed []nodeView, target string) (
 		return canaryPhase{}, err
 	}
 	phase := canaryPhase{bake: bake, bySelector: c.Selector != nil}
-	settled := func(n nodeView) bool { return n.updated(target) && !n.granted() }
+	settled := func(n *nodeView) bool { return n.updated(target) && !n.granted() }
 	switch {
 	case c.Selector != nil:
 		for _, n := range managed {

@@ -3,7 +3,10 @@
 // controller is off so they stay Ready), one pool with maxUnavailable 1 and a
 // simulated agent that finishes each update at once. It measures the time
 // from a slot freeing (the agent's Done written) to the next grant seen in a
-// watch, the coordinator process's RSS and its API requests per grant.
+// watch, the coordinator process's RSS, its API requests per grant by HTTP
+// method, its start-up (process start to the first grant: informers synced
+// and the first full plan written) and the API server's own request rate
+// (apiserver_request_total, every client) during the grants.
 //
 //	NODEWARD_TESTBIN_DIR=... go run ./test/bench/coordinator -nodes 5000 -grants 200
 package main
@@ -34,6 +37,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -95,6 +99,20 @@ func run(nodeCount, grantCount int, settle time.Duration, gates bool) error {
 	if err != nil {
 		return err
 	}
+	// The watch and the pool come first, so the coordinator's start-up is
+	// measured to the first grant from the moment its process starts.
+	w, err := client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: cluster.GroupLabel + "=bench"})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	pool := &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: "bench"}},
+		OSImage:      benchTarget, MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+	}}
+	if err := cluster.CreatePool(ctx, dyn, pool); err != nil {
+		return err
+	}
 	coord := exec.Command(bin, "coordinator", "--kubeconfig="+cp.KubeconfigPath(), "--leader-elect=false",
 		"--metrics-address="+metricsAddr, "--resync=30s")
 	logFile, _ := os.Create(filepath.Join(cp.Dir(), "coordinator.log"))
@@ -103,6 +121,7 @@ func run(nodeCount, grantCount int, settle time.Duration, gates bool) error {
 	if err := coord.Start(); err != nil {
 		return err
 	}
+	startedAt := time.Now()
 	defer func() { _ = coord.Process.Signal(syscall.SIGTERM); _ = coord.Wait() }()
 
 	var phases []phase
@@ -116,7 +135,8 @@ func run(nodeCount, grantCount int, settle time.Duration, gates bool) error {
 	} else {
 		phases = []phase{{name: "plain", grants: grantCount}}
 	}
-	results, err := measure(ctx, client, dyn, metricsAddr, phases)
+	m := meter{client: client, metricsAddr: metricsAddr}
+	results, startup, err := measure(ctx, w, client, dyn, m, phases, startedAt)
 	if err != nil {
 		return err
 	}
@@ -125,10 +145,13 @@ func run(nodeCount, grantCount int, settle time.Duration, gates bool) error {
 		latencies := r.latencies
 		sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
 		pct := func(p float64) time.Duration { return latencies[int(p*float64(len(latencies)-1))] }
-		fmt.Printf("phase=%q nodes=%d grants=%d grant-latency p50=%s p99=%s max=%s api-requests-per-grant=%.2f\n",
+		n := float64(len(latencies))
+		fmt.Printf("phase=%q nodes=%d grants=%d grant-latency p50=%s p99=%s max=%s api-requests-per-grant=%.2f (%s) apiserver-requests-per-second=%.1f (%.1f per grant, every client)\n",
 			phases[i].name, nodeCount, len(latencies), pct(0.5).Round(time.Microsecond), pct(0.99).Round(time.Microsecond),
-			latencies[len(latencies)-1].Round(time.Microsecond), r.requests/float64(len(latencies)))
+			latencies[len(latencies)-1].Round(time.Microsecond), r.requests.total()/n, r.requests.perGrant(n),
+			r.apiserver/r.elapsed.Seconds(), r.apiserver/n)
 	}
+	fmt.Printf("coordinator-startup=%s (process start to the first grant)\n", startup.Round(time.Millisecond))
 	fmt.Printf("coordinator-rss=%.1fMiB peak-rss=%.1fMiB\n", rss, hwm)
 	return nil
 }
@@ -215,44 +238,96 @@ type phase struct {
 	spec   map[string]any
 }
 
-// phaseResult is a phase's grant latencies and the coordinator's API
-// requests during it.
+// phaseResult is a phase's grant latencies, the coordinator's API
+// requests during it by method, and the API server's requests from every
+// client over its elapsed time.
 type phaseResult struct {
 	latencies []time.Duration
-	requests  float64
+	requests  requestCounts
+	apiserver float64
+	elapsed   time.Duration
+}
+
+// requestCounts is the coordinator's requests by HTTP method.
+type requestCounts map[string]float64
+
+func (r requestCounts) total() float64 {
+	t := 0.0
+	for _, v := range r {
+		t += v
+	}
+	return t
+}
+
+func (r requestCounts) minus(before requestCounts) requestCounts {
+	d := requestCounts{}
+	for k, v := range r {
+		d[k] = v - before[k]
+	}
+	return d
+}
+
+// perGrant lists each method's requests per grant, largest first.
+func (r requestCounts) perGrant(grants float64) string {
+	methods := make([]string, 0, len(r))
+	for m := range r {
+		methods = append(methods, m)
+	}
+	sort.Slice(methods, func(i, j int) bool { return r[methods[i]] > r[methods[j]] })
+	parts := make([]string, 0, len(methods))
+	for _, m := range methods {
+		if r[m] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.2f", m, r[m]/grants))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// meter reads the two request counters a phase is measured by.
+type meter struct {
+	client      kubernetes.Interface
+	metricsAddr string
+}
+
+// sample is both counters at one moment.
+type sample struct {
+	at          time.Time
+	coordinator requestCounts
+	apiserver   float64
+}
+
+func (m meter) read(ctx context.Context) sample {
+	return sample{at: time.Now(), coordinator: scrapeRequests(m.metricsAddr), apiserver: scrapeAPIServer(ctx, m.client)}
+}
+
+func (m meter) since(ctx context.Context, start sample, r *phaseResult) {
+	end := m.read(ctx)
+	r.requests = end.coordinator.minus(start.coordinator)
+	r.apiserver = end.apiserver - start.apiserver
+	r.elapsed = end.at.Sub(start.at)
 }
 
 // measure plays the agents: each grant is answered at once with Done; the
 // latency of a cycle runs from the Done write's return to the next grant's
-// arrival in the watch. Phases follow each other on the same pool.
-func measure(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, metricsAddr string, phases []phase) ([]phaseResult, error) {
-	w, err := client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: cluster.GroupLabel + "=bench"})
-	if err != nil {
-		return nil, err
-	}
-	defer w.Stop()
-	pool := &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: v1alpha1.UpdatePoolSpec{
-		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: "bench"}},
-		OSImage:      benchTarget, MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-	}}
-	if err := cluster.CreatePool(ctx, dyn, pool); err != nil {
-		return nil, err
-	}
+// arrival in the watch. Phases follow each other on the same pool. The
+// first grant also gives the coordinator's start-up.
+func measure(ctx context.Context, w watch.Interface, client kubernetes.Interface, dyn dynamic.Interface, m meter, phases []phase, startedAt time.Time) ([]phaseResult, time.Duration, error) {
 	var (
-		results  = make([]phaseResult, len(phases))
-		current  = 0
-		freedAt  time.Time
-		seen     = map[string]bool{}
-		reqStart float64
+		results = make([]phaseResult, len(phases))
+		current = 0
+		freedAt time.Time
+		seen    = map[string]bool{}
+		start   sample
+		startup time.Duration
 	)
 	deadline := time.After(15 * time.Minute)
 	for current < len(phases) {
 		select {
 		case <-deadline:
-			return nil, fmt.Errorf("phase %q: only %d of %d grants within 15 minutes", phases[current].name, len(results[current].latencies), phases[current].grants)
+			return nil, 0, fmt.Errorf("phase %q: only %d of %d grants within 15 minutes", phases[current].name, len(results[current].latencies), phases[current].grants)
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return nil, fmt.Errorf("node watch closed")
+				return nil, 0, fmt.Errorf("node watch closed")
 			}
 			node, isNode := ev.Object.(*corev1.Node)
 			if !isNode {
@@ -264,36 +339,39 @@ func measure(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inter
 			}
 			seen[grant] = true
 			arrived := time.Now()
+			if startup == 0 {
+				startup = arrived.Sub(startedAt)
+			}
 			if freedAt.IsZero() {
 				// The first grant of a phase starts its window: every
 				// request after it belongs to a measured cycle.
-				reqStart = scrapeRequests(metricsAddr)
+				start = m.read(ctx)
 			} else {
 				r := &results[current]
 				r.latencies = append(r.latencies, arrived.Sub(freedAt))
 				if len(r.latencies) == phases[current].grants {
-					r.requests = scrapeRequests(metricsAddr) - reqStart
+					m.since(ctx, start, r)
 					current++
 					freedAt = time.Time{}
 					if current == len(phases) {
 						break
 					}
 					if err := switchPhase(ctx, dyn, phases[current]); err != nil {
-						return nil, err
+						return nil, 0, err
 					}
-					reqStart = scrapeRequests(metricsAddr)
+					start = m.read(ctx)
 				}
 			}
 			done := map[string]any{v1alpha1.AnnotationState: v1alpha1.StepDone,
 				v1alpha1.AnnotationStateTarget: node.Annotations[v1alpha1.AnnotationTarget], v1alpha1.AnnotationStateGrant: grant}
 			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": done}})
 			if _, err := client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			freedAt = time.Now()
 		}
 	}
-	return results, nil
+	return results, startup, nil
 }
 
 // switchPhase merges the next phase's spec into the pool and waits until
@@ -321,17 +399,42 @@ func switchPhase(ctx context.Context, dyn dynamic.Interface, next phase) error {
 		})
 }
 
-// scrapeRequests sums nodeward_api_requests_total{component="coordinator"}.
-func scrapeRequests(addr string) float64 {
+// scrapeRequests reads nodeward_api_requests_total{component="coordinator"}
+// by method.
+func scrapeRequests(addr string) requestCounts {
+	counts := requestCounts{}
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
-		return 0
+		return counts
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, "nodeward_api_requests_total{") {
+			continue
+		}
+		method := ""
+		if i := strings.Index(line, `method="`); i >= 0 {
+			method = line[i+len(`method="`):]
+			method = method[:strings.IndexByte(method, '"')]
+		}
+		f := strings.Fields(line)
+		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+		counts[strings.ToUpper(method)] += v
+	}
+	return counts
+}
+
+// scrapeAPIServer sums the API server's apiserver_request_total: every
+// request it answered, from every client.
+func scrapeAPIServer(ctx context.Context, client kubernetes.Interface) float64 {
+	body, err := client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0
+	}
 	total := 0.0
 	for _, line := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(line, "nodeward_api_requests_total{") {
+		if strings.HasPrefix(line, "apiserver_request_total{") {
 			f := strings.Fields(line)
 			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
 			total += v

@@ -1,0 +1,54 @@
+package coordinator
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+)
+
+// BenchmarkPlanPass is the CPU of one reconcile's pure part at scale: the
+// plan input from the cached pools and nodes, then the plan, for one pool
+// over all nodes, as test/bench/coordinator drives it (every node staged,
+// one slot). The API writes are not in it.
+func BenchmarkPlanPass(b *testing.B) {
+	for _, count := range []int{5000, 10000} {
+		b.Run(fmt.Sprintf("nodes=%d", count), func(b *testing.B) {
+			const target = "quay.io/os:2"
+			p := pool(intstr.FromInt32(1))
+			p.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"group": "bench"}}
+			nodes := make([]*corev1.Node, count)
+			for i := range nodes {
+				nodes[i] = &corev1.Node{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-%05d", i), ResourceVersion: "1",
+						Labels: map[string]string{"group": "bench", "topology.kubernetes.io/zone": fmt.Sprintf("zone-%d", i%10)},
+						Annotations: map[string]string{v1alpha1.AnnotationTarget: target, v1alpha1.AnnotationStaged: target,
+							v1alpha1.AnnotationState: string(v1alpha1.StepStaged), v1alpha1.AnnotationStateTarget: target}},
+					Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+				}
+			}
+			pools := []*v1alpha1.UpdatePool{p}
+			alive := func(string) bool { return true }
+			now := time.Now()
+			b.ReportAllocs()
+			for b.Loop() {
+				in, _, err := buildInput(p, pools, nodes, alive, map[string]bool{}, map[string]bool{}, now)
+				if err != nil {
+					b.Fatal(err)
+				}
+				plan, err := planPool(in)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(plan.grant) != 1 {
+					b.Fatalf("granted %v, want one node", plan.grant)
+				}
+			}
+		})
+	}
+}

@@ -110,7 +110,7 @@ func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan 
 // API decides whether it is kept (settle).
 func (c *Controller) grant(ctx context.Context, pool *v1alpha1.UpdatePool, plan *poolPlan, v nodeView, now time.Time) error {
 	grant := c.nextGrant(pool, now, v.stateGrnt)
-	set := grantAnnotations(pool, plan.target, grant)
+	set := grantAnnotations(pool, plan.target, grant, plan.releaseAtDone)
 	c.expect(v.name, grant, v.rv, now)
 	if err := patchNode(ctx, c.opts.Client, v.name, v.rv, set); err != nil {
 		c.settle(ctx, v.name, err, now)
@@ -126,14 +126,21 @@ func (c *Controller) grant(ctx context.Context, pool *v1alpha1.UpdatePool, plan 
 }
 
 // grantAnnotations is the patch of a grant: the grant with the target it
-// is for and the pool that issues it, the pool's drain policy, and the
-// pool's lifecycle hooks, stamped when the node's update starts (each
-// hook's owner removes its own).
-func grantAnnotations(pool *v1alpha1.UpdatePool, target, grant string) map[string]*string {
+// is for and the pool that issues it, whether its agent releases it at
+// Done (when the node keeps no slot after Done: the coordinator's release
+// write is then not needed, #21), the pool's drain policy, and the pool's
+// lifecycle hooks, stamped when the node's update starts (each hook's
+// owner removes its own).
+func grantAnnotations(pool *v1alpha1.UpdatePool, target, grant string, releaseAtDone bool) map[string]*string {
 	set := coordinatorKeys(pool, target)
 	set[v1alpha1.AnnotationGrant] = &grant
 	set[v1alpha1.AnnotationGrantTarget] = &target
 	set[v1alpha1.AnnotationGrantPool] = &pool.Name
+	set[v1alpha1.AnnotationReleaseAtDone] = nil
+	if releaseAtDone {
+		yes := "true"
+		set[v1alpha1.AnnotationReleaseAtDone] = &yes
+	}
 	set[v1alpha1.AnnotationYieldedAt] = nil
 	if hooks := pool.Spec.LifecycleHooks; hooks != nil {
 		for _, h := range hooks.PreDrain {
@@ -149,8 +156,10 @@ func grantAnnotations(pool *v1alpha1.UpdatePool, target, grant string) map[strin
 // releaseAnnotations is the patch that gives a slot back; a yield also
 // records when, so the node goes to the back of the queue.
 func releaseAnnotations(yielded bool, now time.Time) map[string]*string {
-	set := map[string]*string{v1alpha1.AnnotationGrant: nil, v1alpha1.AnnotationGrantTarget: nil, v1alpha1.AnnotationGrantPool: nil,
-		v1alpha1.AnnotationSoakUntil: nil}
+	set := map[string]*string{}
+	for _, k := range v1alpha1.ReleaseKeys() {
+		set[k] = nil
+	}
 	if yielded {
 		at := now.UTC().Format(time.RFC3339)
 		set[v1alpha1.AnnotationYieldedAt] = &at

@@ -56,3 +56,28 @@ func TestOnlyStale(t *testing.T) {
 		}
 	}
 }
+
+// TestGrantSaysWhoReleasesIt: a grant is marked release-at-done exactly
+// when its node keeps no slot after Done, and every release write removes
+// the mark with the grant.
+func TestGrantSaysWhoReleasesIt(t *testing.T) {
+	p := &v1alpha1.UpdatePool{Spec: v1alpha1.UpdatePoolSpec{}}
+	for _, byAgent := range []bool{true, false} {
+		set := grantAnnotations(p, "os:1", "g1", byAgent)
+		v, ok := set[v1alpha1.AnnotationReleaseAtDone]
+		switch {
+		case !ok:
+			t.Errorf("byAgent=%v: the grant leaves release-at-done as it was", byAgent)
+		case byAgent && (v == nil || *v != "true"):
+			t.Errorf("byAgent=true: release-at-done = %v, want \"true\"", v)
+		case !byAgent && v != nil:
+			t.Errorf("byAgent=false: release-at-done = %q, want it removed", *v)
+		}
+	}
+	release := releaseAnnotations(false, now)
+	for _, k := range v1alpha1.ReleaseKeys() {
+		if v, ok := release[k]; !ok || v != nil {
+			t.Errorf("the release write leaves %s", k)
+		}
+	}
+}

@@ -67,7 +67,7 @@ func Decide(pool string, snap Snapshot, grantName func(node string) string) ([]W
 	}
 	for _, n := range plan.grant {
 		g := grantName(n)
-		out = append(out, Write{Node: n, ResourceVersion: rv[n], Grant: g, Set: grantAnnotations(p, plan.target, g)})
+		out = append(out, Write{Node: n, ResourceVersion: rv[n], Grant: g, Set: grantAnnotations(p, plan.target, g, plan.releaseAtDone)})
 	}
 	yielded := map[string]bool{}
 	for _, n := range plan.yielded {

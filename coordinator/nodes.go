@@ -184,7 +184,7 @@ func (v nodeView) managed() bool { return v.selected && !v.shared }
 func isCoordinatorAnnotation(key string) bool {
 	switch key {
 	case v1alpha1.AnnotationTarget, v1alpha1.AnnotationGrant, v1alpha1.AnnotationYieldedAt,
-		v1alpha1.AnnotationGrantTarget, v1alpha1.AnnotationGrantPool, v1alpha1.AnnotationSoakUntil,
+		v1alpha1.AnnotationGrantTarget, v1alpha1.AnnotationGrantPool, v1alpha1.AnnotationSoakUntil, v1alpha1.AnnotationReleaseAtDone,
 		v1alpha1.AnnotationDrainTimeout, v1alpha1.AnnotationYieldOnDrainTimeout, v1alpha1.AnnotationForceOnDrainTimeout:
 		return true
 	}

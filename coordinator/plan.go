@@ -121,6 +121,9 @@ type poolPlan struct {
 	// without their soak too, and why.
 	downAfterSoak map[string]string
 	canary        canaryPhase
+	// releaseAtDone: a node granted in this plan keeps no slot after Done
+	// (no soak, no canary), so its agent releases the grant itself.
+	releaseAtDone bool
 	// needGates: the plan would grant or end a soak but has no verdict;
 	// the controller evaluates the gates and plans again.
 	needGates bool
@@ -232,6 +235,11 @@ func planPool(in planInput) (*poolPlan, error) {
 		// maxUnavailable now rather than one pass later.
 		p.canary.active, p.limit = false, fullLimit
 	}
+	// A grant of this pass whose node keeps no slot after Done is given
+	// back by its agent in its Done report (AnnotationReleaseAtDone). A
+	// canary's never is: which canary is the last, and bakes, is decided
+	// when it reports Done.
+	p.releaseAtDone = !p.canary.active && spec.Soak == ""
 	p.grant, p.waiting, err = decideGrants(in, p, candidates, busyZones, staging)
 	if err != nil {
 		return nil, err

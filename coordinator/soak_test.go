@@ -46,6 +46,9 @@ func withGates(s *v1alpha1.UpdatePoolSpec) {
 func TestSoakKeepsTheSlotAfterDone(t *testing.T) {
 	p := pool(intstr.FromInt32(1), func(s *v1alpha1.UpdatePoolSpec) { s.Soak = "10m" })
 	f := healthy(3)
+	if pl := planWith(t, p, f, nil); pl.releaseAtDone {
+		t.Errorf("a grant of a soaking pool is marked for its agent to release; it must soak")
+	}
 	f.done(0, "g1")
 	pl := planWith(t, p, f, nil)
 	if got := pl.startSoak["n00"]; !got.Equal(now.Add(10 * time.Minute)) {
@@ -131,13 +134,16 @@ func TestCanaryGoesFirstOneAtATimeThenBakes(t *testing.T) {
 		s.Canary = &v1alpha1.Canary{Nodes: ptr.To(intstr.FromInt32(2)), Bake: "30m"}
 	})
 	f := healthy(6)
-	if pl := planWith(t, p, f, nil); !slices.Equal(pl.grant, []string{"n00"}) || !pl.canary.active {
-		t.Fatalf("canary start: granted %v (canary %+v), want n00 alone", pl.grant, pl.canary)
+	if pl := planWith(t, p, f, nil); !slices.Equal(pl.grant, []string{"n00"}) || !pl.canary.active || pl.releaseAtDone {
+		t.Fatalf("canary start: granted %v (canary %+v, released by its agent %v), want n00 alone, released by the coordinator", pl.grant, pl.canary, pl.releaseAtDone)
 	}
 	f.done(0, "g1")
 	pl := planWith(t, p, f, nil)
 	if len(pl.startSoak) > 0 || !slices.Equal(pl.release, []string{"n00"}) || !slices.Equal(pl.grant, []string{"n01"}) {
 		t.Fatalf("first canary done: soaks %v, released %v, granted %v; want it released and n01 next", pl.startSoak, pl.release, pl.grant)
+	}
+	if pl.releaseAtDone {
+		t.Fatalf("the last canary's grant is marked for its agent to release; it must bake")
 	}
 	f.settled(0)
 	f.annotate(0, v1alpha1.AnnotationGrant, "")
@@ -148,8 +154,8 @@ func TestCanaryGoesFirstOneAtATimeThenBakes(t *testing.T) {
 	}
 	f.annotate(1, v1alpha1.AnnotationSoakUntil, now.Add(-time.Second).Format(time.RFC3339))
 	pl = planWith(t, p, f, nil)
-	if !slices.Equal(pl.release, []string{"n01"}) || len(pl.grant) != 3 {
-		t.Fatalf("bake over: released %v, granted %v; want n01 released and 3 granted at maxUnavailable in the same pass", pl.release, pl.grant)
+	if !slices.Equal(pl.release, []string{"n01"}) || len(pl.grant) != 3 || !pl.releaseAtDone {
+		t.Fatalf("bake over: released %v, granted %v (released by their agents %v); want n01 released and 3 granted at maxUnavailable in the same pass, released by their agents", pl.release, pl.grant, pl.releaseAtDone)
 	}
 	f.settled(1)
 	f.annotate(1, v1alpha1.AnnotationGrant, "")

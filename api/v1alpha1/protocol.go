@@ -4,7 +4,9 @@ import "slices"
 
 // The node protocol between the coordinator and the agents: annotations on
 // each Node (docs/protocol.md). The coordinator writes the first group, the
-// agent the second; neither writes the other's keys.
+// agent the second; neither writes the other's keys, but for one removal:
+// the agent's report of Done gives back a grant marked
+// AnnotationReleaseAtDone (ReleaseKeys).
 const (
 	protocolPrefix = "update.nodeward.io/"
 
@@ -22,6 +24,13 @@ const (
 	// releases it, written with the grant and removed with it
 	// (coordinator).
 	AnnotationGrantPool = protocolPrefix + "grant-pool"
+	// AnnotationReleaseAtDone is "true" when the grant is given back by the
+	// agent itself: its report of Done for the grant removes the grant and
+	// the keys written with it (ReleaseKeys) in the same write, and the
+	// coordinator does not write a release. Written with the grant when the
+	// pool keeps no slot after Done (no soak, no canary bake) and removed
+	// with it (coordinator; removed by the agent at Done).
+	AnnotationReleaseAtDone = protocolPrefix + "release-at-done"
 	// AnnotationYieldOnDrainTimeout is "true" when a blocked drain gives the
 	// slot back (coordinator, from the pool's drain policy).
 	AnnotationYieldOnDrainTimeout = protocolPrefix + "yield-on-drain-timeout"
@@ -70,6 +79,13 @@ const (
 	// the current update (RFC 3339).
 	AnnotationUnavailableSince = protocolPrefix + "unavailable-since"
 )
+
+// ReleaseKeys are the keys a grant's release removes, by the coordinator
+// or, for a grant with AnnotationReleaseAtDone, by the agent in its Done
+// report: the grant and what is written and removed with it.
+func ReleaseKeys() []string {
+	return []string{AnnotationGrant, AnnotationGrantTarget, AnnotationGrantPool, AnnotationReleaseAtDone, AnnotationSoakUntil}
+}
 
 // Step names where the update lifecycle of a node stands: the agent writes
 // it to AnnotationState and the coordinator reads it. A step names the

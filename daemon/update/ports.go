@@ -97,6 +97,9 @@ type Desired struct {
 	// GrantTarget is the target the grant was issued for: a grant for
 	// another target than the one staged is never used.
 	GrantTarget string
+	// ReleaseAtDone: the agent gives the grant back itself, in the same
+	// write that reports Done for it.
+	ReleaseAtDone bool
 	// YieldOnDrainTimeout gives the slot back when a drain stays blocked
 	// past DrainTimeout; otherwise the agent keeps retrying.
 	YieldOnDrainTimeout bool

@@ -43,6 +43,7 @@ func (p *AnnotationProtocol) Desired(_ context.Context, node *corev1.Node) (Desi
 	}
 	parseBool(v1alpha1.AnnotationYieldOnDrainTimeout, &d.YieldOnDrainTimeout)
 	parseBool(v1alpha1.AnnotationForceOnDrainTimeout, &d.ForceOnDrainTimeout)
+	parseBool(v1alpha1.AnnotationReleaseAtDone, &d.ReleaseAtDone)
 	if v, ok := a[v1alpha1.AnnotationDrainTimeout]; ok {
 		t, err := time.ParseDuration(v)
 		if err != nil || t <= 0 {
@@ -81,7 +82,7 @@ func ReportAnnotations(st State) map[string]*string {
 	if st.Step.Disrupting() && !st.UnavailableSince.IsZero() {
 		unavailable = st.UnavailableSince.UTC().Format(time.RFC3339Nano)
 	}
-	return map[string]*string{
+	set := map[string]*string{
 		v1alpha1.AnnotationState:            str(string(st.Step)),
 		v1alpha1.AnnotationStateTarget:      str(st.Target),
 		v1alpha1.AnnotationStateGrant:       str(st.Grant),
@@ -89,4 +90,13 @@ func ReportAnnotations(st State) map[string]*string {
 		v1alpha1.AnnotationReason:           str(st.Reason),
 		v1alpha1.AnnotationUnavailableSince: str(unavailable),
 	}
+	if st.Step == v1alpha1.StepDone && st.Grant != "" && st.ReleaseAtDone {
+		// The grant is given back in the report that finishes it: the
+		// coordinator then writes no release (#21). The admission policy
+		// allows exactly this removal (manifests/base/admission-policy.yaml).
+		for _, k := range v1alpha1.ReleaseKeys() {
+			set[k] = nil
+		}
+	}
+	return set
 }

@@ -22,6 +22,10 @@ type State struct {
 	// Grant identifies the slot the coordinator granted, so that a stale
 	// grant from an earlier rollout is never mistaken for a new one.
 	Grant string `json:"grant,omitempty"`
+	// ReleaseAtDone is true when Grant is to be given back in the report
+	// of Done (the grant's AnnotationReleaseAtDone); it means nothing
+	// without a Grant.
+	ReleaseAtDone bool `json:"releaseAtDone,omitempty"`
 	// Cordoned is true once nodeward has cordoned the node for this update
 	// (never when an admin had cordoned it).
 	Cordoned bool `json:"cordoned,omitempty"`

@@ -77,7 +77,7 @@ func (m *Machine) idle(ctx context.Context, node *corev1.Node, want Desired) (v1
 	// nodeward's own cordon after the health check.
 	*st = fresh
 	if m.unusableGrant(want) == "" && want.Grant != "" {
-		st.Grant = want.Grant
+		st.Grant, st.ReleaseAtDone = want.Grant, want.ReleaseAtDone
 	}
 	if st.Grant != "" || st.Cordoned {
 		return v1alpha1.StepWaitingHealthy, nil

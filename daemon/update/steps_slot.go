@@ -74,10 +74,10 @@ func (m *Machine) staged(ctx context.Context, node *corev1.Node, want Desired) (
 	if why := m.unusableGrant(want); why != "" {
 		// Give the grant back at once rather than hold a slot it will
 		// never use: the coordinator releases a Yielded grant.
-		st.Grant, st.Reason = want.Grant, why
+		st.Grant, st.ReleaseAtDone, st.Reason = want.Grant, false, why
 		return v1alpha1.StepYielded, nil
 	}
-	st.Grant, st.Reason = want.Grant, ""
+	st.Grant, st.ReleaseAtDone, st.Reason = want.Grant, want.ReleaseAtDone, ""
 	if m.cfg.Metrics != nil {
 		m.cfg.Metrics.granted(st.StagedBeforeSlot)
 	}

@@ -218,6 +218,50 @@ func TestAgentWritesOnlyItsKeys(t *testing.T) {
 		requireForbidden(t, "agent records an events.k8s.io Event", createEventsV1(ctx, agent, node), `cannot create resource "events"`)
 	})
 
+	t.Run("agent releases a grant marked release-at-done in its Done report", func(t *testing.T) {
+		grant := coordinatorKeys[v1alpha1.AnnotationGrant]
+		// The patch AnnotationProtocol.Report sends for Done on a grant
+		// with release-at-done (update.ReportAnnotations), plus extra.
+		doneReport := func(stateGrant string, step v1alpha1.Step, extra map[string]*string) map[string]*string {
+			set := map[string]*string{v1alpha1.AnnotationState: ptrTo(string(step)), v1alpha1.AnnotationStateGrant: &stateGrant}
+			for _, k := range v1alpha1.ReleaseKeys() {
+				set[k] = nil
+			}
+			for k, v := range extra {
+				set[k] = v
+			}
+			return set
+		}
+		refuse := func(what string, set map[string]*string) {
+			t.Helper()
+			requireForbidden(t, what, mergeAnnotations(ctx, agent, node, "", set), msgForeignAnnotation)
+		}
+		refuse("agent drops a grant the coordinator did not mark", doneReport(grant, v1alpha1.StepDone, nil))
+		requireAllowed(t, "the coordinator marks the grant", mergeAnnotations(ctx, coordinator, node, "", map[string]*string{
+			v1alpha1.AnnotationReleaseAtDone: ptrTo("true"), v1alpha1.AnnotationGrantPool: ptrTo("workers")}))
+		refuse("agent drops its marked grant before Done", doneReport(grant, v1alpha1.StepDraining, nil))
+		refuse("agent drops a marked grant reporting Done for another grant", doneReport("workers-1600000000-9", v1alpha1.StepDone, nil))
+		refuse("agent drops a hook with its grant", doneReport(grant, v1alpha1.StepDone, map[string]*string{preRebootHook: nil}))
+		refuse("agent drops its drain policy with its grant", doneReport(grant, v1alpha1.StepDone, map[string]*string{v1alpha1.AnnotationDrainTimeout: nil}))
+		refuse("agent rewrites its grant at Done", doneReport(grant, v1alpha1.StepDone, map[string]*string{v1alpha1.AnnotationGrant: ptrTo("forged")}))
+
+		requireAllowed(t, "agent reports Done and gives its marked grant back", mergeAnnotations(ctx, agent, node, "", doneReport(grant, v1alpha1.StepDone, nil)))
+		n, err := cp.Client().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range v1alpha1.ReleaseKeys() {
+			if v, ok := n.Annotations[k]; ok {
+				t.Errorf("%s = %q after the agent's release, want it removed", k, v)
+			}
+		}
+		for _, k := range []string{v1alpha1.AnnotationTarget, v1alpha1.AnnotationDrainTimeout, preDrainHook, preRebootHook, foreignKey} {
+			if n.Annotations[k] != annotations[k] {
+				t.Errorf("%s = %q after the agent's release, want %q (untouched)", k, n.Annotations[k], annotations[k])
+			}
+		}
+	})
+
 	t.Run("coordinator is unaffected", func(t *testing.T) {
 		set := map[string]*string{v1alpha1.AnnotationHold: ptrTo("true")}
 		for key := range coordinatorKeys {
@@ -304,6 +348,7 @@ func TestAgentPolicyNamesItsKeys(t *testing.T) {
 	build(t, "overlays/openshift").decode(t, "ValidatingAdmissionPolicy/nodeward-agent-own-node", &openshift)
 
 	requireSameSet(t, "base agentAnnotations", celStrings(t, base.variable(t, "agentAnnotations")), agentKeys)
+	requireSameSet(t, "base releaseKeys", celStrings(t, base.variable(t, "releaseKeys")), v1alpha1.ReleaseKeys())
 	requireSameSet(t, "openshift agentAnnotations", celStrings(t, openshift.variable(t, "agentAnnotations")),
 		append([]string{mco.AnnotationCurrentConfig, mco.AnnotationCurrentImage, mco.AnnotationState,
 			mco.AnnotationReason, mco.AnnotationDesiredDrain}, agentKeys...))

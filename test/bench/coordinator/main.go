@@ -1,7 +1,8 @@
 // Command coordinator benchmarks `nodeward coordinator` at scale on the real
 // control plane: thousands of Node objects (no kubelet; the node lifecycle
 // controller is off so they stay Ready), one pool with maxUnavailable 1 and a
-// simulated agent that finishes each update at once. It measures the time
+// simulated agent that finishes each update at once, with the real agent's
+// report of Done. It measures the time
 // from a slot freeing (the agent's Done written) to the next grant seen in a
 // watch, the coordinator process's RSS, its API requests per grant by HTTP
 // method, its start-up (process start to the first grant: informers synced
@@ -43,6 +44,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/daemon/update"
 	"github.com/nodeward/nodeward/test/cluster"
 	"github.com/nodeward/nodeward/test/prom"
 )
@@ -362,8 +364,10 @@ func measure(ctx context.Context, w watch.Interface, client kubernetes.Interface
 					start = m.read(ctx)
 				}
 			}
-			done := map[string]any{v1alpha1.AnnotationState: v1alpha1.StepDone,
-				v1alpha1.AnnotationStateTarget: node.Annotations[v1alpha1.AnnotationTarget], v1alpha1.AnnotationStateGrant: grant}
+			// The agent's own report of Done (with the release of a grant
+			// marked release-at-done), as AnnotationProtocol sends it.
+			done := update.ReportAnnotations(update.State{Step: v1alpha1.StepDone, Target: node.Annotations[v1alpha1.AnnotationTarget],
+				Grant: grant, ReleaseAtDone: node.Annotations[v1alpha1.AnnotationReleaseAtDone] == "true"})
 			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": done}})
 			if _, err := client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 				return nil, 0, err

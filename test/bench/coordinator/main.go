@@ -2,7 +2,8 @@
 // control plane: thousands of Node objects (no kubelet; the node lifecycle
 // controller is off so they stay Ready), one pool with maxUnavailable 1 and a
 // simulated agent that finishes each update at once, with the real agent's
-// report of Done. It measures the time
+// report of Done, and every node's agent Lease renewed as the agents
+// renew them (-lease-renewal). It measures the time
 // from a slot freeing (the agent's Done written) to the next grant seen in a
 // watch, the coordinator process's RSS, its API requests per grant by HTTP
 // method, its start-up (process start to the first grant: informers synced
@@ -53,14 +54,15 @@ func main() {
 	nodes := flag.Int("nodes", 5000, "Node objects in the cluster (all in the pool)")
 	grants := flag.Int("grants", 200, "slot-free → grant cycles to measure")
 	settle := flag.Duration("settle", 45*time.Second, "wait this long after creating the nodes before the coordinator starts")
+	renewal := flag.Duration("lease-renewal", 80*time.Second, "renew every node's agent Lease once in this period, spread evenly, as the agents do (0: never)")
 	gates := flag.Bool("gates", false, "after the grants, give the pool health gates on a real Prometheus (an alert selector and two queries) and measure as many grants again")
 	flag.Parse()
-	if err := run(*nodes, *grants, *settle, *gates); err != nil {
+	if err := run(*nodes, *grants, *settle, *renewal, *gates); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(nodeCount, grantCount int, settle time.Duration, gates bool) error {
+func run(nodeCount, grantCount int, settle, renewal time.Duration, gates bool) error {
 	binDir := os.Getenv(cluster.BinDirVariable)
 	if binDir == "" {
 		return fmt.Errorf("%s is not set (make testbin)", cluster.BinDirVariable)
@@ -81,11 +83,14 @@ func run(nodeCount, grantCount int, settle time.Duration, gates bool) error {
 		return err
 	}
 	start := time.Now()
-	_, err = createNodes(ctx, client, nodeCount)
+	names, err := createNodes(ctx, client, nodeCount)
 	if err != nil {
 		return err
 	}
 	log.Printf("created %d nodes and their agent Leases in %s", nodeCount, time.Since(start).Round(time.Millisecond))
+	if renewal > 0 {
+		go renewLeases(ctx, client, names, renewal)
+	}
 	// The API server and etcd digest the burst of creations for a while;
 	// -settle keeps that out of the measured grants.
 	time.Sleep(settle)
@@ -230,6 +235,26 @@ func createNodes(ctx context.Context, client kubernetes.Interface, n int) ([]str
 		return nil, err
 	}
 	return names, nil
+}
+
+// renewLeases plays the agents' liveness: every node's Lease is renewed
+// once per period, the renewals spread evenly (10,000 nodes at 80 s: 125 a
+// second), until ctx ends.
+func renewLeases(ctx context.Context, client kubernetes.Interface, names []string, period time.Duration) {
+	leases := client.CoordinationV1().Leases(v1alpha1.AgentLeaseNamespace)
+	tick := time.NewTicker(period / time.Duration(len(names)))
+	defer tick.Stop()
+	for i := 0; ; i = (i + 1) % len(names) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		patch := fmt.Sprintf(`{"spec":{"renewTime":%q}}`, time.Now().UTC().Format("2006-01-02T15:04:05.000000Z07:00"))
+		if _, err := leases.Patch(ctx, v1alpha1.AgentLeaseName(names[i]), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil && ctx.Err() == nil {
+			log.Printf("renew the Lease of %s: %v", names[i], err)
+		}
+	}
 }
 
 // phase is one run of grants under one pool spec: spec, when set, is

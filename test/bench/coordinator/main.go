@@ -89,7 +89,9 @@ func run(nodeCount, grantCount int, settle, renewal time.Duration, gates bool) e
 	}
 	log.Printf("created %d nodes and their agent Leases in %s", nodeCount, time.Since(start).Round(time.Millisecond))
 	if renewal > 0 {
-		go renewLeases(ctx, client, names, renewal)
+		renewCtx, stopRenewing := context.WithCancel(ctx)
+		defer stopRenewing() // before the control plane stops (deferred earlier)
+		go renewLeases(renewCtx, client, names, renewal)
 	}
 	// The API server and etcd digest the burst of creations for a while;
 	// -settle keeps that out of the measured grants.

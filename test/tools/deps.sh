@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # deps.sh installs the Debian packages `make test` (deps.sh test) or
-# `make demo` (deps.sh demo) needs, so that on a fresh Debian machine those
+# `make demo` (deps.sh demo) needs, or those and the benchmarks' peers
+# (deps.sh bench), so that on a fresh Debian machine those
 # two commands do all the set-up. As root it runs apt-get update and install
 # for what is missing; otherwise it names what is missing and the command
 # that installs it, and lets the tests that need it skip (under CI=true they
@@ -12,7 +13,7 @@ demo)
 	# the demo's simulated hosts reboot through a fake logind on a private D-Bus
 	pkgs=(dbus-daemon)
 	;;
-test)
+test | bench)
 	# containerd, runc, containernetworking-plugins: the runtime probe and
 	# test/node's real kubelet node; iproute2: network namespaces;
 	# dbus-daemon: the fake logind; systemd-container, mmdebstrap, zstd:
@@ -20,9 +21,14 @@ test)
 	# real Prometheus the health gates are tested on (test/prom);
 	# prometheus-alertmanager: the real Alertmanager the silences are.
 	pkgs=(containerd runc containernetworking-plugins iproute2 dbus-daemon util-linux systemd-container mmdebstrap zstd prometheus prometheus-alertmanager)
+	# prometheus-node-exporter: the agent's RSS is measured beside it
+	# (test/bench/health, BenchmarkAgentIdle).
+	if [[ ${1:-test} == bench ]]; then
+		pkgs+=(prometheus-node-exporter)
+	fi
 	;;
 *)
-	echo "usage: $0 test|demo" >&2
+	echo "usage: $0 test|demo|bench" >&2
 	exit 64
 	;;
 esac
@@ -45,7 +51,7 @@ apt-get update -q
 apt-get install -y -q --no-install-recommends "${need[@]}"
 # Their packages start a system containerd, Prometheus and Alertmanager; the
 # tests run their own.
-for svc in containerd prometheus prometheus-alertmanager; do
+for svc in containerd prometheus prometheus-alertmanager prometheus-node-exporter; do
 	if [[ " ${need[*]} " == *" $svc "* ]]; then
 		systemctl stop "$svc" >/dev/null 2>&1 || true
 	fi

@@ -144,7 +144,7 @@ func run(nodeCount, grantCount int, settle, renewal time.Duration, gates bool) e
 	} else {
 		phases = []phase{{name: "plain", grants: grantCount}}
 	}
-	m := meter{client: client, metricsAddr: metricsAddr}
+	m := meter{client: client, metricsAddr: metricsAddr, pid: coord.Process.Pid}
 	results, startup, err := measure(ctx, w, client, dyn, m, phases, startedAt)
 	if err != nil {
 		return err
@@ -155,10 +155,16 @@ func run(nodeCount, grantCount int, settle, renewal time.Duration, gates bool) e
 		sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
 		pct := func(p float64) time.Duration { return latencies[int(p*float64(len(latencies)-1))] }
 		n := float64(len(latencies))
+		writes := r.writes
+		sort.Slice(writes, func(i, j int) bool { return writes[i] < writes[j] })
+		wpct := func(p float64) time.Duration { return writes[int(p*float64(len(writes)-1))] }
 		fmt.Printf("phase=%q nodes=%d grants=%d grant-latency p50=%s p99=%s max=%s api-requests-per-grant=%.2f (%s) apiserver-requests-per-second=%.1f (%.1f per grant, every client)\n",
 			phases[i].name, nodeCount, len(latencies), pct(0.5).Round(time.Microsecond), pct(0.99).Round(time.Microsecond),
 			latencies[len(latencies)-1].Round(time.Microsecond), r.requests.total()/n, r.requests.perGrant(n),
 			r.apiserver/r.elapsed.Seconds(), r.apiserver/n)
+		fmt.Printf("phase=%q one-node-write p50=%s p99=%s (the simulated agents' Done writes) grant-p50/write-p50=%.2f grant-p99/write-p99=%.2f coordinator-cpu=%.1f%% of one core\n",
+			phases[i].name, wpct(0.5).Round(time.Microsecond), wpct(0.99).Round(time.Microsecond),
+			float64(pct(0.5))/float64(wpct(0.5)), float64(pct(0.99))/float64(wpct(0.99)), 100*r.cpu/r.elapsed.Seconds())
 	}
 	fmt.Printf("coordinator-startup=%s (process start to the first grant)\n", startup.Round(time.Millisecond))
 	fmt.Printf("coordinator-rss=%.1fMiB peak-rss=%.1fMiB\n", rss, hwm)
@@ -272,6 +278,8 @@ type phase struct {
 // client over its elapsed time.
 type phaseResult struct {
 	latencies []time.Duration
+	writes    []time.Duration // the simulated agents' Done writes, sent to answered
+	cpu       float64         // the coordinator's CPU seconds
 	requests  requestCounts
 	apiserver float64
 	elapsed   time.Duration
@@ -316,6 +324,7 @@ func (r requestCounts) perGrant(grants float64) string {
 type meter struct {
 	client      kubernetes.Interface
 	metricsAddr string
+	pid         int // the coordinator's
 }
 
 // sample is both counters at one moment.
@@ -323,10 +332,12 @@ type sample struct {
 	at          time.Time
 	coordinator requestCounts
 	apiserver   float64
+	cpu         float64 // the coordinator process's CPU seconds
 }
 
 func (m meter) read(ctx context.Context) sample {
-	return sample{at: time.Now(), coordinator: scrapeRequests(m.metricsAddr), apiserver: scrapeAPIServer(ctx, m.client)}
+	return sample{at: time.Now(), coordinator: scrapeRequests(m.metricsAddr), apiserver: scrapeAPIServer(ctx, m.client),
+		cpu: cpuSeconds(m.pid)}
 }
 
 func (m meter) since(ctx context.Context, start sample, r *phaseResult) {
@@ -334,6 +345,20 @@ func (m meter) since(ctx context.Context, start sample, r *phaseResult) {
 	r.requests = end.coordinator.minus(start.coordinator)
 	r.apiserver = end.apiserver - start.apiserver
 	r.elapsed = end.at.Sub(start.at)
+	r.cpu = end.cpu - start.cpu
+}
+
+// cpuSeconds is a process's user and system CPU time.
+func cpuSeconds(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name: utime is the 14th overall, stime the 15th.
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	u, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (u + st) / 100 // USER_HZ
 }
 
 // measure plays the agents: each grant is answered at once with Done; the
@@ -396,10 +421,17 @@ func measure(ctx context.Context, w watch.Interface, client kubernetes.Interface
 			done := update.ReportAnnotations(update.State{Step: v1alpha1.StepDone, Target: node.Annotations[v1alpha1.AnnotationTarget],
 				Grant: grant, ReleaseAtDone: node.Annotations[v1alpha1.AnnotationReleaseAtDone] == "true"})
 			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": done}})
+			sent := time.Now()
 			if _, err := client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 				return nil, 0, err
 			}
 			freedAt = time.Now()
+			if current < len(results) {
+				// The same API server's answer to one Node write, in the
+				// same moments: the floor a grant (one more write, after a
+				// read) cannot go under.
+				results[current].writes = append(results[current].writes, freedAt.Sub(sent))
+			}
 		}
 	}
 	return results, startup, nil

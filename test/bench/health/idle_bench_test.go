@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -24,7 +25,10 @@ import (
 // containerd here) and measures, over an idle window
 // (NODEWARD_BENCH_IDLE, default 2m): RSS at the end, CPU as a share of one
 // core, and API requests per minute (all, and writes) from the agent's own
-// nodeward_api_requests_total. Run it with -benchtime 1x.
+// nodeward_api_requests_total. Run it with -benchtime 1x. Debian's
+// prometheus-node-exporter runs beside it, read from disk too and scraped
+// as often, and both RSS are reported idle and after a scrape with their
+// ratio.
 // NODEWARD_BENCH_BINARY runs a prebuilt binary instead of building this
 // tree; NODEWARD_BENCH_PAGECACHE=warm skips dropping the binary from the
 // page cache before the start (see dropFromPageCache's caller).
@@ -93,26 +97,40 @@ func BenchmarkAgentIdle(b *testing.B) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, nil
 	})
+	peer := startNodeExporter(b, dir)
 	// Let start-up settle (first Lease, first publication) before the window.
 	time.Sleep(5 * time.Second)
 
 	b.ResetTimer()
 	cpu0, reqs0, writes0 := cpuSeconds(b, agent.Process.Pid), 0.0, 0.0
-	reqs0, writes0 = apiRequests(b, addr)
+	reqs0, writes0 = apiRequests(b, addr) // the agent's first scrape
+	peer.scrape(b)                        // and the peer's
 	start := time.Now()
 	for range b.N {
 		time.Sleep(idle / time.Duration(b.N))
 	}
 	elapsed := time.Since(start)
 	cpu1 := cpuSeconds(b, agent.Process.Pid)
+	idleRSS := readRSS(b, agent.Process.Pid)
 	reqs1, writes1 := apiRequests(b, addr)
 	b.StopTimer()
 
 	minutes := elapsed.Minutes()
-	b.ReportMetric(statusMiB(b, agent.Process.Pid, "VmRSS:"), "RSS-MiB")
-	// Anonymous memory (heap, stacks) apart from the mapped binary.
-	b.ReportMetric(statusMiB(b, agent.Process.Pid, "RssAnon:"), "RSS-anon-MiB")
-	b.ReportMetric(statusMiB(b, agent.Process.Pid, "RssFile:"), "RSS-file-MiB")
+	scraped := readRSS(b, agent.Process.Pid)
+	// Idle: at the end of the window, before its second scrape; then
+	// after it. Anonymous memory (heap, stacks) apart from the mapped
+	// binary.
+	idleRSS.report(b, "")
+	scraped.report(b, "scraped-")
+	if peer != nil {
+		peerIdle := readRSS(b, peer.cmd.Process.Pid)
+		peer.scrape(b)
+		peerScraped := readRSS(b, peer.cmd.Process.Pid)
+		peerIdle.report(b, "node-exporter-")
+		peerScraped.report(b, "node-exporter-scraped-")
+		b.ReportMetric(idleRSS.total/peerIdle.total, "RSS/node-exporter")
+		b.ReportMetric(scraped.total/peerScraped.total, "scraped-RSS/node-exporter")
+	}
 	// Which parts of the binary the file-backed pages are (go test -v).
 	if out, err := exec.Command("go", "run", "github.com/nodeward/nodeward/test/bench/health/rssmap",
 		strconv.Itoa(agent.Process.Pid)).CombinedOutput(); err != nil {
@@ -125,6 +143,87 @@ func BenchmarkAgentIdle(b *testing.B) {
 	b.ReportMetric((writes1-writes0)/minutes, "writes/min")
 	b.ReportMetric(minutes, "idle-min")
 	b.ReportMetric(0, "ns/op")
+}
+
+// rss is a process's resident memory, MiB: all, anonymous, file-backed.
+type rss struct{ total, anon, file float64 }
+
+func readRSS(b *testing.B, pid int) rss {
+	return rss{statusMiB(b, pid, "VmRSS:"), statusMiB(b, pid, "RssAnon:"), statusMiB(b, pid, "RssFile:")}
+}
+
+func (r rss) report(b *testing.B, prefix string) {
+	b.ReportMetric(r.total, prefix+"RSS-MiB")
+	b.ReportMetric(r.anon, prefix+"RSS-anon-MiB")
+	b.ReportMetric(r.file, prefix+"RSS-file-MiB")
+}
+
+// nodeExporter is Debian's prometheus-node-exporter run beside the agent:
+// the peer operators compare every node agent with.
+type nodeExporter struct {
+	cmd  *exec.Cmd
+	addr string
+}
+
+// startNodeExporter starts the peer from a copy of its binary dropped from
+// the page cache, as the agent's is, so both are read from disk.
+// NODEWARD_BENCH_PEER=off measures the agent alone.
+func startNodeExporter(b *testing.B, dir string) *nodeExporter {
+	if os.Getenv("NODEWARD_BENCH_PEER") == "off" {
+		return nil
+	}
+	path, err := exec.LookPath("prometheus-node-exporter")
+	if err != nil {
+		b.Fatalf("the side-by-side RSS needs prometheus-node-exporter (Debian package prometheus-node-exporter; NODEWARD_BENCH_PEER=off skips it): %v", err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bin := filepath.Join(dir, "node_exporter")
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if os.Getenv("NODEWARD_BENCH_PAGECACHE") != "warm" {
+		dropFromPageCache(b, bin)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(bin, "--web.listen-address="+addr)
+	logFile, _ := os.Create(filepath.Join(dir, "node_exporter.log"))
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait(); logFile.Close() })
+	cluster.WaitFor(b, 30*time.Second, "node_exporter serving", func(ctx context.Context) (bool, error) {
+		resp, err := http.Get("http://" + addr + "/")
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	return &nodeExporter{cmd: cmd, addr: addr}
+}
+
+// scrape reads the peer's /metrics once, as Prometheus would.
+func (n *nodeExporter) scrape(b *testing.B) {
+	if n == nil {
+		return
+	}
+	resp, err := http.Get("http://" + n.addr + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		b.Fatal(err)
+	}
 }
 
 func cpuSeconds(b *testing.B, pid int) float64 {

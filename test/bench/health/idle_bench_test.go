@@ -68,35 +68,17 @@ func BenchmarkAgentIdle(b *testing.B) {
 	if os.Getenv("NODEWARD_BENCH_PAGECACHE") != "warm" {
 		dropFromPageCache(b, bin)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(b)
 	cfgPath := filepath.Join(dir, "nodeward.yaml")
 	if err := os.WriteFile(cfgPath, []byte("runtime: {enabled: false}\n"), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	agent := exec.Command(bin, "agent", "--kubeconfig", cp.KubeconfigPath(), "--node-name", node,
+	agent := serve(b, filepath.Join(dir, "agent.log"), "http://"+addr+"/readyz",
+		bin, "agent", "--kubeconfig", cp.KubeconfigPath(), "--node-name", node,
 		"--metrics-address", addr, "--config", cfgPath,
 		// This host has no rpm-ostree: measure the health half, which is
 		// what runs between updates.
 		"--updates=false")
-	logFile, _ := os.Create(filepath.Join(dir, "agent.log"))
-	agent.Stdout, agent.Stderr = logFile, logFile
-	if err := agent.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { agent.Process.Signal(os.Interrupt); agent.Wait(); logFile.Close() })
-	cluster.WaitFor(b, 30*time.Second, "agent ready", func(ctx context.Context) (bool, error) {
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err != nil {
-			return false, err
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
 	peer := startNodeExporter(b, dir)
 	// Let start-up settle (first Lease, first publication) before the window.
 	time.Sleep(5 * time.Second)
@@ -187,28 +169,43 @@ func startNodeExporter(b *testing.B, dir string) *nodeExporter {
 	if os.Getenv("NODEWARD_BENCH_PAGECACHE") != "warm" {
 		dropFromPageCache(b, bin)
 	}
+	addr := freeAddr(b)
+	cmd := serve(b, filepath.Join(dir, "node_exporter.log"), "http://"+addr+"/", bin, "--web.listen-address="+addr)
+	return &nodeExporter{cmd: cmd, addr: addr}
+}
+
+// freeAddr is a free loopback address for a server to listen on.
+func freeAddr(b *testing.B) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
-	cmd := exec.Command(bin, "--web.listen-address="+addr)
-	logFile, _ := os.Create(filepath.Join(dir, "node_exporter.log"))
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// serve starts bin with args, its output in logPath, stops it (SIGINT)
+// when the benchmark ends, and waits until ready answers 200.
+func serve(b *testing.B, logPath, ready, bin string, args ...string) *exec.Cmd {
+	cmd := exec.Command(bin, args...)
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		b.Fatal(err)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait(); logFile.Close() })
-	cluster.WaitFor(b, 30*time.Second, "node_exporter serving", func(ctx context.Context) (bool, error) {
-		resp, err := http.Get("http://" + addr + "/")
+	cluster.WaitFor(b, 30*time.Second, filepath.Base(bin)+" answering "+ready, func(ctx context.Context) (bool, error) {
+		resp, err := http.Get(ready)
 		if err != nil {
 			return false, err
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, nil
 	})
-	return &nodeExporter{cmd: cmd, addr: addr}
+	return cmd
 }
 
 // scrape reads the peer's /metrics once, as Prometheus would.

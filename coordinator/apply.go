@@ -60,10 +60,7 @@ func coordinatorKeys(pool *v1alpha1.UpdatePool, target string) map[string]*strin
 // is logged, reported as an Event on the pool, the node backs off, and the
 // errors are returned together so the pool is requeued with backoff.
 func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan *poolPlan, in planInput) error {
-	views := make(map[string]nodeView, len(in.nodes))
-	for _, v := range in.nodes {
-		views[v.name] = v
-	}
+	views := planned(plan, in.nodes)
 	var errs []error
 	result := func(node, what string, err error) {
 		switch {
@@ -102,6 +99,27 @@ func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan 
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// planned indexes the views of the nodes plan writes to. Only those: at
+// 10,000 nodes a map of every view cost a pass several milliseconds.
+func planned(plan *poolPlan, nodes []nodeView) map[string]nodeView {
+	want := make(map[string]bool, len(plan.setTarget)+len(plan.grant)+len(plan.release)+len(plan.startSoak))
+	for _, list := range [][]string{plan.setTarget, plan.grant, plan.release} {
+		for _, n := range list {
+			want[n] = true
+		}
+	}
+	for n := range plan.startSoak {
+		want[n] = true
+	}
+	views := make(map[string]nodeView, len(want))
+	for i := range nodes {
+		if want[nodes[i].name] {
+			views[nodes[i].name] = nodes[i]
+		}
+	}
+	return views
 }
 
 // grant writes a new grant to v, with the target it is for, the pool that

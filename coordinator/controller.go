@@ -101,6 +101,8 @@ type Controller struct {
 	// guardGrownAt is when a rate-limited zone last gained a permit.
 	guardGrownAt time.Time
 	stopEvents   func()
+	// views keeps the pools' node views between passes.
+	views *viewCache
 }
 
 // failure counts a node's consecutive failed writes.
@@ -169,6 +171,7 @@ func New(opts Options) *Controller {
 		failures:      map[string]failure{},
 		statusWritten: map[string]time.Time{},
 		guardrails:    map[string]guardrailState{},
+		views:         newViewCache(),
 	}
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(opts.Client.EventSink(context.Background()))
@@ -383,6 +386,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	}
 	if pool == nil {
 		c.opts.Metrics.forget(key) // UpdatePools are cluster-scoped: the key is the name
+		c.views.forget(key)
 		return nil
 	}
 	now := c.opts.Now()
@@ -449,6 +453,8 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 // in the list, never in neither. It also returns the nodes whose agents
 // went silent.
 func (c *Controller) planPass(pool *v1alpha1.UpdatePool, now time.Time, gates *gateVerdict) (planInput, []*corev1.Node, *poolPlan, error) {
+	start := time.Now() // a duration for the metric, not a decision: the real clock
+	defer func() { c.opts.Metrics.planSeconds.WithLabelValues(pool.Name).Observe(time.Since(start).Seconds()) }()
 	pending := c.pendingNodes()
 	if c.opts.betweenReads != nil {
 		c.opts.betweenReads(pool)

@@ -20,6 +20,9 @@ type Metrics struct {
 	gatesPassing  *prometheus.GaugeVec
 	gateSeconds   *prometheus.HistogramVec
 	silenceErrors *prometheus.CounterVec
+	// planSeconds is the pure planning of a pass (the caches read, the
+	// plan made), without the API writes: what a pass costs at scale.
+	planSeconds *prometheus.HistogramVec
 
 	mu sync.Mutex
 	// flying holds each pool's nodes in nodeward_node_update_in_progress,
@@ -62,10 +65,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "nodeward_pool_silence_errors_total",
 			Help: "Failed syncs of the pool's Alertmanager silences.",
 		}, []string{"pool"}),
+		planSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "nodeward_pool_plan_seconds",
+			Help:    "Time to plan a pass of the pool from the caches (no API request in it); its count is the passes.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+		}, []string{"pool"}),
 		flying: map[string][]string{},
 	}
 	if reg != nil {
-		reg.MustRegister(m.grants, m.unavailable, m.queue, m.waiting, m.inProgress, m.gatesPassing, m.gateSeconds, m.silenceErrors)
+		reg.MustRegister(m.grants, m.unavailable, m.queue, m.waiting, m.inProgress, m.gatesPassing, m.gateSeconds, m.silenceErrors,
+			m.planSeconds)
 	}
 	return m
 }
@@ -101,7 +110,8 @@ func (m *Metrics) observe(pool string, p *poolPlan) {
 func (m *Metrics) forget(pool string) {
 	match := prometheus.Labels{"pool": pool}
 	for _, v := range []*prometheus.MetricVec{m.grants.MetricVec, m.unavailable.MetricVec, m.queue.MetricVec,
-		m.waiting.MetricVec, m.inProgress.MetricVec, m.gatesPassing.MetricVec, m.gateSeconds.MetricVec, m.silenceErrors.MetricVec} {
+		m.waiting.MetricVec, m.inProgress.MetricVec, m.gatesPassing.MetricVec, m.gateSeconds.MetricVec, m.silenceErrors.MetricVec,
+		m.planSeconds.MetricVec} {
 		v.DeletePartialMatch(match)
 	}
 	m.mu.Lock()

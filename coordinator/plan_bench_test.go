@@ -15,7 +15,8 @@ import (
 // BenchmarkPlanPass is the CPU of one reconcile's pure part at scale: the
 // plan input from the cached pools and nodes, then the plan, for one pool
 // over all nodes, as test/bench/coordinator drives it (every node staged,
-// one slot). The API writes are not in it.
+// one slot), with the views kept between passes as the controller keeps
+// them. The API writes are not in it.
 func BenchmarkPlanPass(b *testing.B) {
 	for _, count := range []int{5000, 10000} {
 		b.Run(fmt.Sprintf("nodes=%d", count), func(b *testing.B) {
@@ -35,9 +36,12 @@ func BenchmarkPlanPass(b *testing.B) {
 			pools := []*v1alpha1.UpdatePool{p}
 			alive := func(string) bool { return true }
 			now := time.Now()
+			cache := newViewCache()
 			b.ReportAllocs()
 			for b.Loop() {
-				in, _, err := buildInput(p, pools, nodes, alive, map[string]bool{}, map[string]bool{}, now)
+				view, buf, done := cache.pass(p.Name) // as Controller.input
+				in, _, err := buildInputWith(view, buf, p, pools, nodes, alive, map[string]bool{}, map[string]bool{}, now)
+				done(in.nodes)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -62,15 +62,28 @@ func (c *Controller) cachedNodes() []*corev1.Node {
 //
 // It also returns the pool's nodes whose agent is silent.
 func (c *Controller) input(pool *v1alpha1.UpdatePool, pending map[string]bool, now time.Time) (planInput, []*corev1.Node, error) {
-	return buildInput(pool, c.cachedPools(), c.cachedNodes(), func(node string) bool { return c.leaseOK(node, now) },
+	view, buf, done := c.views.pass(pool.Name)
+	in, silent, err := buildInputWith(view, buf, pool, c.cachedPools(), c.cachedNodes(), func(node string) bool { return c.leaseOK(node, now) },
 		pending, c.backingOff(now), now)
+	done(in.nodes)
+	return in, silent, err
 }
 
 // buildInput is input over given pools and nodes: the whole of what a plan
 // reads, with no cache or API behind it (Decide, the protocol simulator).
 func buildInput(pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool, nodes []*corev1.Node, agentAlive func(string) bool,
 	pending, backoff map[string]bool, now time.Time) (planInput, []*corev1.Node, error) {
-	in := planInput{pool: pool, pending: pending, backoff: backoff, now: now, nodes: make([]nodeView, 0, len(nodes))}
+	return buildInputWith(viewNode, nil, pool, pools, nodes, agentAlive, pending, backoff, now)
+}
+
+// buildInputWith is buildInput with the nodes' views from view (viewNode,
+// or a viewCache's pass), built in buf when it is large enough.
+func buildInputWith(view func(*corev1.Node, bool, string) nodeView, buf []nodeView, pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool,
+	nodes []*corev1.Node, agentAlive func(string) bool, pending, backoff map[string]bool, now time.Time) (planInput, []*corev1.Node, error) {
+	if cap(buf) < len(nodes) {
+		buf = make([]nodeView, 0, len(nodes))
+	}
+	in := planInput{pool: pool, pending: pending, backoff: backoff, now: now, nodes: buf[:0]}
 	if _, err := metav1.LabelSelectorAsSelector(pool.Spec.NodeSelector); err != nil {
 		return in, nil, fmt.Errorf("pool %s nodeSelector: %w", pool.Name, err)
 	}
@@ -110,7 +123,7 @@ func buildInput(pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool, nodes [
 		if !selected && (owner != pool.Name || n.Annotations[v1alpha1.AnnotationGrant] == "") {
 			continue
 		}
-		v := viewNode(n, leaseOK, pool.Spec.OSImage)
+		v := view(n, leaseOK, pool.Spec.OSImage)
 		v.selected, v.shared, v.owner = selected, len(matched) > 1, owner
 		v.canary = canary != nil && canary.Matches(set)
 		in.nodes = append(in.nodes, v)

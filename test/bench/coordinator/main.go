@@ -165,6 +165,10 @@ func run(nodeCount, grantCount int, settle, renewal time.Duration, gates bool) e
 		fmt.Printf("phase=%q one-node-write p50=%s p99=%s (the simulated agents' Done writes) grant-p50/write-p50=%.2f grant-p99/write-p99=%.2f coordinator-cpu=%.1f%% of one core\n",
 			phases[i].name, wpct(0.5).Round(time.Microsecond), wpct(0.99).Round(time.Microsecond),
 			float64(pct(0.5))/float64(wpct(0.5)), float64(pct(0.99))/float64(wpct(0.99)), 100*r.cpu/r.elapsed.Seconds())
+		if r.passes > 0 {
+			fmt.Printf("phase=%q plan-passes-per-grant=%.2f mean-plan-pass=%s\n", phases[i].name, r.passes/n,
+				time.Duration(r.planSecs/r.passes*float64(time.Second)).Round(time.Microsecond))
+		}
 	}
 	fmt.Printf("coordinator-startup=%s (process start to the first grant)\n", startup.Round(time.Millisecond))
 	fmt.Printf("coordinator-rss=%.1fMiB peak-rss=%.1fMiB\n", rss, hwm)
@@ -280,6 +284,8 @@ type phaseResult struct {
 	latencies []time.Duration
 	writes    []time.Duration // the simulated agents' Done writes, sent to answered
 	cpu       float64         // the coordinator's CPU seconds
+	passes    float64         // its plan passes
+	planSecs  float64         // their time
 	requests  requestCounts
 	apiserver float64
 	elapsed   time.Duration
@@ -333,11 +339,14 @@ type sample struct {
 	coordinator requestCounts
 	apiserver   float64
 	cpu         float64 // the coordinator process's CPU seconds
+	passes      float64 // the coordinator's plan passes (nodeward_pool_plan_seconds)
+	planSeconds float64 // and their time
 }
 
 func (m meter) read(ctx context.Context) sample {
-	return sample{at: time.Now(), coordinator: scrapeRequests(m.metricsAddr), apiserver: scrapeAPIServer(ctx, m.client),
-		cpu: cpuSeconds(m.pid)}
+	s := sample{at: time.Now(), apiserver: scrapeAPIServer(ctx, m.client), cpu: cpuSeconds(m.pid)}
+	s.coordinator, s.passes, s.planSeconds = scrapeRequests(m.metricsAddr)
+	return s
 }
 
 func (m meter) since(ctx context.Context, start sample, r *phaseResult) {
@@ -346,6 +355,8 @@ func (m meter) since(ctx context.Context, start sample, r *phaseResult) {
 	r.apiserver = end.apiserver - start.apiserver
 	r.elapsed = end.at.Sub(start.at)
 	r.cpu = end.cpu - start.cpu
+	r.passes = end.passes - start.passes
+	r.planSecs = end.planSeconds - start.planSeconds
 }
 
 // cpuSeconds is a process's user and system CPU time.
@@ -464,15 +475,24 @@ func switchPhase(ctx context.Context, dyn dynamic.Interface, next phase) error {
 
 // scrapeRequests reads nodeward_api_requests_total{component="coordinator"}
 // by method.
-func scrapeRequests(addr string) requestCounts {
-	counts := requestCounts{}
+func scrapeRequests(addr string) (counts requestCounts, passes, planSeconds float64) {
+	counts = requestCounts{}
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
-		return counts
+		return counts, 0, 0
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	for _, line := range strings.Split(string(body), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && strings.HasPrefix(line, "nodeward_pool_plan_seconds_") {
+			v, _ := strconv.ParseFloat(f[1], 64)
+			switch {
+			case strings.HasPrefix(line, "nodeward_pool_plan_seconds_count{"):
+				passes += v
+			case strings.HasPrefix(line, "nodeward_pool_plan_seconds_sum{"):
+				planSeconds += v
+			}
+		}
 		if !strings.HasPrefix(line, "nodeward_api_requests_total{") {
 			continue
 		}
@@ -485,7 +505,7 @@ func scrapeRequests(addr string) requestCounts {
 		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
 		counts[strings.ToUpper(method)] += v
 	}
-	return counts
+	return counts, passes, planSeconds
 }
 
 // scrapeAPIServer sums the API server's apiserver_request_total: every

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 

@@ -20,7 +20,9 @@ func TestDoneReportReleasesAMarkedGrant(t *testing.T) {
 		w := newWorld(t, "os-1")
 		dir := t.TempDir()
 		m := w.machine(dir)
-		w.set(func(w *world) { w.desired = Desired{Target: "os-2", Grant: "g1", GrantTarget: "os-2", ReleaseAtDone: marked} })
+		w.set(func(w *world) {
+			w.desired = Desired{Target: "os-2", Grant: "g1", GrantTarget: "os-2", ReleaseAtDone: marked}
+		})
 		if got := settle(t, m); got != v1alpha1.StepRebooting {
 			t.Fatalf("marked=%v: after the grant: step %s, want Rebooting", marked, got)
 		}

@@ -41,14 +41,9 @@ func installPoolAPI(t *testing.T, cp *cluster.ControlPlane) dynamic.Interface {
 	return dyn
 }
 
-// runCoordinator runs nodeward's coordinator in-process until the returned
-// stop is called (a crash: no hand-over).
-func runCoordinator(t *testing.T, cp *cluster.ControlPlane, dyn dynamic.Interface) (stop func()) {
-	return runCoordinatorFor(t, cp, dyn, "coord")
-}
-
-// runCoordinatorFor runs an in-process coordinator for the pool labelled
-// poolLabel=name.
+// runCoordinatorFor runs nodeward's coordinator in-process for the pool
+// labelled poolLabel=name until the returned stop is called (a crash: no
+// hand-over).
 func runCoordinatorFor(t *testing.T, cp *cluster.ControlPlane, dyn dynamic.Interface, name string) (stop func()) {
 	return runCoordinatorLogged(t, cp, dyn, name, io.Discard)
 }

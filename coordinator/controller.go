@@ -179,8 +179,9 @@ func New(opts Options) *Controller {
 	c.stopEvents = broadcaster.Shutdown
 	enqueueAll := func(any) { c.enqueuePools() }
 	// An update re-plans only when it can change a plan. At 10,000 nodes
-	// the agents renew 125 Leases a second and a pass takes about 12 ms
-	// (BenchmarkPlanPass): re-planning on each renewal, or on the pool
+	// the agents renew 125 Leases a second and a pass takes 8 ms in
+	// BenchmarkPlanPass, 28-41 ms in the running process (docs/benchmarks.md):
+	// re-planning on each renewal, or on the pool
 	// status this controller writes every second, would keep the one
 	// worker busy and delay the grant after a slot frees.
 	_, _ = c.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{

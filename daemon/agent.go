@@ -20,6 +20,7 @@ import (
 	"github.com/nodeward/nodeward/daemon/health"
 	"github.com/nodeward/nodeward/daemon/update"
 	"github.com/nodeward/nodeward/drain"
+	"github.com/nodeward/nodeward/footprint"
 )
 
 // Config is everything the agent needs; cmd/nodeward builds it from flags
@@ -61,6 +62,11 @@ type Config struct {
 	SyncWarningInterval time.Duration
 	// Now is the clock of every part; time.Now when nil.
 	Now func() time.Time
+	// ReleaseStartupMemory unmaps the pages of the executable and frees
+	// the heap pages that start-up used, once the agent is first ready
+	// (package footprint). A process of its own only: a test binary
+	// running several agents leaves it off.
+	ReleaseStartupMemory bool
 }
 
 // HealthConfig is the health half's configuration.
@@ -310,7 +316,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	if dir := a.cfg.TextfileDirectory; dir != "" {
 		wg.Go(func() { writeTextfiles(ctx, dir, a.cfg.Registry, a.cfg.Log) })
 	}
-	wg.Go(func() { a.readiness.Run(ctx, time.Second) })
+	wg.Go(func() {
+		a.readiness.Run(ctx, time.Second)
+		if a.cfg.ReleaseStartupMemory && ctx.Err() == nil {
+			a.releaseStartupMemory()
+		}
+	})
 	if a.cfg.WatchdogInterval > 0 {
 		wg.Go(func() { a.petWatchdog(ctx) })
 	}
@@ -366,6 +377,22 @@ func (a *Agent) petWatchdog(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// releaseStartupMemory gives back what only start-up needed; a failure
+// costs memory, not function, so it is logged and the agent goes on.
+func (a *Agent) releaseStartupMemory() {
+	r, err := footprint.Release()
+	if err != nil {
+		a.cfg.Log.Warn("release the memory only start-up used", "err", err)
+		return
+	}
+	mib := func(b uint64) string { return fmt.Sprintf("%.1f", float64(b)/(1<<20)) }
+	a.cfg.Log.Info("released the memory only start-up used",
+		"rss_mib_before", mib(r.Before.Total), "rss_mib_after", mib(r.After.Total),
+		"file_mib_before", mib(r.Before.File), "file_mib_after", mib(r.After.File),
+		"anon_mib_before", mib(r.Before.Anon), "anon_mib_after", mib(r.After.Anon),
+		"executable_mappings", r.Mappings)
 }
 
 // Alive is the agent's liveness, as /livez and the watchdog see it.

@@ -62,6 +62,8 @@ func TestPackagesImportOneWay(t *testing.T) {
 		// Leaves: the rendered MachineConfig, the atomic file writer.
 		"machineconfig": {"api/v1alpha1", "api/kube", "hostexec", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
 		"atomicfile":    {"api/v1alpha1", "api/kube", "hostexec", "machineconfig", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
+		// The agent's release of start-up memory: a leaf on the kernel.
+		"footprint": {"api/v1alpha1", "api/kube", "hostexec", "machineconfig", "atomicfile", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
 		// The coordinator's Alertmanager silences: a leaf on the API types
 		// only, with its own small HTTP client.
 		"silence": {"api/kube", "hostexec", "machineconfig", "atomicfile", "gate", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},

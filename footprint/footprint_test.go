@@ -1,0 +1,129 @@
+package footprint
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+const exe = "/usr/local/bin/nodeward agent" // a space in the path on purpose
+
+var maps = `00400000-00f68000 r-xp 00000000 fd:01 1234                               /usr/local/bin/nodeward agent
+00f68000-01b7b000 r--p 00b68000 fd:01 1234                               /usr/local/bin/nodeward agent
+01b7b000-01c12000 rw-p 0177b000 fd:01 1234                               /usr/local/bin/nodeward agent
+01c12000-03c5b000 rw-p 00000000 00:00 0 
+22b681c00000-22b682400000 rw-p 00000000 00:00 0 
+7fa692c3a000-7fa692d90000 r-xp 00028000 fd:01 99                         /usr/lib/x86_64-linux-gnu/libc.so.6
+7fa692d90000-7fa692de3000 r--p 0017e000 fd:01 99                         /usr/lib/x86_64-linux-gnu/libc.so.6
+7fa700000000-7fa700001000 r--p 00000000 fd:01 77                         /opt/usr/local/bin/nodeward agent
+7ffec341c000-7ffec343d000 rw-p 00000000 00:00 0                          [stack]
+`
+
+func TestExecutableReadOnlyKeepsTheExecutablesReadOnlyMappings(t *testing.T) {
+	got, err := ExecutableReadOnly(strings.NewReader(maps), exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not the writable .data, not another file whose path ends the same.
+	want := []Mapping{{0x400000, 0xf68000}, {0xf68000, 0x1b7b000}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("mappings = %#v, want %#v", got, want)
+	}
+	deleted := strings.ReplaceAll(maps, "nodeward agent\n", "nodeward agent (deleted)\n")
+	got, err = ExecutableReadOnly(strings.NewReader(deleted), exe+" (deleted)")
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("a replaced executable: mappings = %#v, %v; want %#v", got, err, want)
+	}
+}
+
+func TestExecutableReadOnlyNamesTheBadLine(t *testing.T) {
+	for name, tc := range map[string]struct{ line, want string }{
+		"too few fields": {"00400000-00f68000 r-xp 0", "line 2"},
+		"range":          {"00f68000-0040zz00 r-xp 00000000 fd:01 1234 " + exe, `line 2: range "00f68000-0040zz00"`},
+		"range reversed": {"00f68000-00400000 r-xp 00000000 fd:01 1234 " + exe, "start below end"},
+		"permissions":    {"00400000-00f68000 rx 00000000 fd:01 1234 " + exe, `line 2: permissions "rx"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := "7ffec341c000-7ffec343d000 rw-p 00000000 00:00 0 [stack]\n" + tc.line + "\n"
+			got, err := ExecutableReadOnly(strings.NewReader(in), exe)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v (mappings %v), want one containing %q", err, got, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzExecutableReadOnly(f *testing.F) {
+	f.Add(maps, exe)
+	f.Add("00400000-00f68000 r-xp 00000000 fd:01 1234 /a\n", "/a")
+	f.Add("0-1 r--p 0 0:0 0  \n", "")
+	f.Fuzz(func(t *testing.T, in, path string) {
+		got, err := ExecutableReadOnly(strings.NewReader(in), path)
+		if err != nil {
+			return
+		}
+		for _, m := range got {
+			if m.End <= m.Start {
+				t.Fatalf("mapping %#v: end not above start", m)
+			}
+		}
+	})
+}
+
+func TestReadResident(t *testing.T) {
+	dir := t.TempDir()
+	status := filepath.Join(dir, "status")
+	write := func(s string) {
+		if err := os.WriteFile(status, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("Name:\tnodeward\nVmRSS:\t   15296 kB\nRssAnon:\t    7616 kB\nRssFile:\t    7680 kB\nRssShmem:\t 0 kB\n")
+	got, err := ReadResident(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Resident{15296 << 10, 7616 << 10, 7680 << 10}); got != want {
+		t.Fatalf("resident = %+v, want %+v", got, want)
+	}
+	write("VmRSS:\t 1 kB\nRssAnon:\t 1 kB\n")
+	if _, err := ReadResident(status); err == nil || !strings.Contains(err.Error(), "RssFile") {
+		t.Fatalf("without RssFile: err = %v", err)
+	}
+	write("VmRSS:\t x kB\nRssAnon:\t 1 kB\nRssFile:\t 1 kB\n")
+	if _, err := ReadResident(status); err == nil || !strings.Contains(err.Error(), "VmRSS: x") {
+		t.Fatalf("a bad number: err = %v", err)
+	}
+}
+
+// TestReleaseLowersTheMappedExecutable releases this test binary's pages
+// and checks the file-backed RSS fell and the program still runs.
+func TestReleaseLowersTheMappedExecutable(t *testing.T) {
+	// Touch code and data the release will page out, so that there is
+	// something resident to release.
+	re := regexp.MustCompile(`^(\d+)-(\d+)$`)
+	if !re.MatchString("12-34") {
+		t.Fatal("regexp before the release")
+	}
+	r, err := Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("released %d mappings (%.1f MiB): RSS %.1f -> %.1f MiB, file-backed %.1f -> %.1f MiB",
+		r.Mappings, mib(r.Bytes), mib(r.Before.Total), mib(r.After.Total), mib(r.Before.File), mib(r.After.File))
+	if r.Mappings < 2 {
+		t.Errorf("advised %d mappings, want the executable's text and rodata at least", r.Mappings)
+	}
+	if r.After.File >= r.Before.File {
+		t.Errorf("file-backed RSS %d -> %d bytes: did not fall", r.Before.File, r.After.File)
+	}
+	// The paged-out code runs again (faulted back in).
+	if m := re.FindStringSubmatch("56-78"); len(m) != 3 || m[2] != "78" {
+		t.Fatalf("regexp after the release: %q", m)
+	}
+}
+
+func mib(b uint64) float64 { return float64(b) / (1 << 20) }

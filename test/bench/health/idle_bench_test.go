@@ -20,22 +20,24 @@ import (
 	"github.com/nodeward/nodeward/test/cluster"
 )
 
-// BenchmarkAgentIdle runs the real `nodeward agent` binary against the
+// BenchmarkAgentIdle runs the real `nodeward agent` binary, built as
+// `make image` builds it (static, -trimpath, grpcnotrace), against the
 // control plane with the default configuration (runtime probe off: no
-// containerd here) and measures, over an idle window
-// (NODEWARD_BENCH_IDLE, default 2m): RSS at the end, CPU as a share of one
-// core, and API requests per minute (all, and writes) from the agent's own
-// nodeward_api_requests_total. Run it with -benchtime 1x. Debian's
-// prometheus-node-exporter runs beside it, read from disk too and scraped
-// as often, and both RSS are reported idle and after a scrape with their
-// ratio.
+// containerd here) and measures, over an idle window (NODEWARD_BENCH_IDLE,
+// default 2m): RSS at the end, CPU as a share of one core, and API
+// requests per minute (all, and writes) from the agent's own
+// nodeward_api_requests_total. Run it with -benchtime 1x. In the same run,
+// on a node of its own and from a copy of its own of the binary, a second
+// agent runs with --release-startup-memory=false, and Debian's
+// prometheus-node-exporter runs beside both, read from disk too and scraped
+// as often; every RSS is reported idle and after a scrape, with the ratios.
 // NODEWARD_BENCH_BINARY runs a prebuilt binary instead of building this
-// tree; NODEWARD_BENCH_PAGECACHE=warm skips dropping the binary from the
+// tree; NODEWARD_BENCH_PAGECACHE=warm skips dropping the binaries from the
 // page cache before the start (see dropFromPageCache's caller).
 func BenchmarkAgentIdle(b *testing.B) {
 	cp := env.ControlPlane(b)
 	ensureLeaseNamespace(b, cp.Client())
-	node := cp.CreateNodes(b, cluster.NodeSpec{Prefix: "bench-idle", Count: 1})[0]
+	nodes := cp.CreateNodes(b, cluster.NodeSpec{Prefix: "bench-idle", Count: 2})
 	idle := 2 * time.Minute
 	if v := os.Getenv("NODEWARD_BENCH_IDLE"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -48,62 +50,76 @@ func BenchmarkAgentIdle(b *testing.B) {
 	bin := filepath.Join(dir, "nodeward")
 	if prebuilt := os.Getenv("NODEWARD_BENCH_BINARY"); prebuilt != "" {
 		// A binary built elsewhere (another commit, for a before/after).
-		data, err := os.ReadFile(prebuilt)
-		if err != nil {
-			b.Fatalf("NODEWARD_BENCH_BINARY: %v", err)
+		copyFile(b, prebuilt, bin)
+	} else {
+		build := exec.Command("go", "build", "-trimpath", "-tags", "grpcnotrace", // as `make image`
+			"-o", bin, "github.com/nodeward/nodeward/cmd/nodeward")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			b.Fatalf("build nodeward: %v: %s", err, out)
 		}
-		if err := os.WriteFile(bin, data, 0o755); err != nil {
-			b.Fatal(err)
-		}
-	} else if out, err := exec.Command("go", "build", "-tags", "grpcnotrace", // as `make build`
-		"-o", bin, "github.com/nodeward/nodeward/cmd/nodeward").CombinedOutput(); err != nil {
-		b.Fatalf("build nodeward: %v: %s", err, out)
 	}
-	// The file-backed RSS depends on how the binary's pages came into the
-	// page cache: a file just written is cached in other (larger) chunks
-	// than one read from disk, and a fault maps a whole cached chunk. By
-	// default the binary is dropped from the page cache so that the agent
-	// loads it from disk, as after a node's reboot, which is repeatable;
-	// NODEWARD_BENCH_PAGECACHE=warm keeps the pages of the fresh write.
-	if os.Getenv("NODEWARD_BENCH_PAGECACHE") != "warm" {
-		dropFromPageCache(b, bin)
-	}
-	addr := freeAddr(b)
+	// The agent without the release runs a copy: two processes mapping one
+	// file would share its page cache, and each would map what the other
+	// read.
+	kept := filepath.Join(dir, "nodeward-kept")
+	copyFile(b, bin, kept)
 	cfgPath := filepath.Join(dir, "nodeward.yaml")
 	if err := os.WriteFile(cfgPath, []byte("runtime: {enabled: false}\n"), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	agent := serve(b, filepath.Join(dir, "agent.log"), "http://"+addr+"/readyz",
-		bin, "agent", "--kubeconfig", cp.KubeconfigPath(), "--node-name", node,
-		"--metrics-address", addr, "--config", cfgPath,
-		// This host has no rpm-ostree: measure the health half, which is
-		// what runs between updates.
-		"--updates=false")
+	start := func(bin, node, logName string, extra ...string) (*exec.Cmd, string) {
+		// The file-backed RSS depends on how the binary's pages came into
+		// the page cache: a file just written is cached in other (larger)
+		// chunks than one read from disk, and a fault maps a whole cached
+		// chunk. By default the binary is dropped from the page cache so
+		// that the agent loads it from disk, as after a node's reboot,
+		// which is repeatable; NODEWARD_BENCH_PAGECACHE=warm keeps the
+		// pages of the fresh write.
+		if os.Getenv("NODEWARD_BENCH_PAGECACHE") != "warm" {
+			dropFromPageCache(b, bin)
+		}
+		addr := freeAddr(b)
+		args := append([]string{"agent", "--kubeconfig", cp.KubeconfigPath(), "--node-name", node,
+			"--metrics-address", addr, "--config", cfgPath,
+			// This host has no rpm-ostree: measure the health half, which
+			// is what runs between updates.
+			"--updates=false"}, extra...)
+		return serve(b, filepath.Join(dir, logName), "http://"+addr+"/readyz", bin, args...), addr
+	}
+	agent, addr := start(bin, nodes[0], "agent.log")
+	agentKept, addrKept := start(kept, nodes[1], "agent-kept.log", "--release-startup-memory=false")
 	peer := startNodeExporter(b, dir)
 	// Let start-up settle (first Lease, first publication) before the window.
 	time.Sleep(5 * time.Second)
 
 	b.ResetTimer()
-	cpu0, reqs0, writes0 := cpuSeconds(b, agent.Process.Pid), 0.0, 0.0
-	reqs0, writes0 = apiRequests(b, addr) // the agent's first scrape
-	peer.scrape(b)                        // and the peer's
-	start := time.Now()
+	cpu0 := cpuSeconds(b, agent.Process.Pid)
+	reqs0, writes0 := apiRequests(b, addr) // the agent's first scrape
+	_, _ = apiRequests(b, addrKept)        // the other agent's
+	peer.scrape(b)                         // and the peer's
+	began := time.Now()
 	for range b.N {
 		time.Sleep(idle / time.Duration(b.N))
 	}
-	elapsed := time.Since(start)
+	elapsed := time.Since(began)
 	cpu1 := cpuSeconds(b, agent.Process.Pid)
-	idleRSS := readRSS(b, agent.Process.Pid)
+	idleRSS, keptRSS := readRSS(b, agent.Process.Pid), readRSS(b, agentKept.Process.Pid)
 	reqs1, writes1 := apiRequests(b, addr)
 	b.StopTimer()
 
 	minutes := elapsed.Minutes()
 	scraped := readRSS(b, agent.Process.Pid)
+	_, _ = apiRequests(b, addrKept)
+	keptScraped := readRSS(b, agentKept.Process.Pid)
 	// Idle: at the end of the window, before its second scrape; then
 	// after it. Anonymous memory (heap, stacks) apart from the mapped
 	// binary.
 	idleRSS.report(b, "")
 	scraped.report(b, "scraped-")
+	keptRSS.report(b, "no-release-")
+	keptScraped.report(b, "no-release-scraped-")
+	b.ReportMetric(idleRSS.total/keptRSS.total, "RSS/no-release")
 	if peer != nil {
 		peerIdle := readRSS(b, peer.cmd.Process.Pid)
 		peer.scrape(b)
@@ -112,19 +128,36 @@ func BenchmarkAgentIdle(b *testing.B) {
 		peerScraped.report(b, "node-exporter-scraped-")
 		b.ReportMetric(idleRSS.total/peerIdle.total, "RSS/node-exporter")
 		b.ReportMetric(scraped.total/peerScraped.total, "scraped-RSS/node-exporter")
+		b.ReportMetric(keptRSS.total/peerIdle.total, "no-release-RSS/node-exporter")
 	}
 	// Which parts of the binary the file-backed pages are (go test -v).
-	if out, err := exec.Command("go", "run", "github.com/nodeward/nodeward/test/bench/health/rssmap",
-		strconv.Itoa(agent.Process.Pid)).CombinedOutput(); err != nil {
-		b.Logf("rssmap: %v: %s", err, out)
-	} else {
-		b.Logf("binary %.1f MB; resident pages of the binary by section:\n%s", fileMB(b, bin), out)
+	for _, p := range []struct {
+		name string
+		pid  int
+	}{{"the agent", agent.Process.Pid}, {"the agent without the release", agentKept.Process.Pid}} {
+		if out, err := exec.Command("go", "run", "github.com/nodeward/nodeward/test/bench/health/rssmap",
+			strconv.Itoa(p.pid)).CombinedOutput(); err != nil {
+			b.Logf("rssmap: %v: %s", err, out)
+		} else {
+			b.Logf("binary %.1f MB; resident pages of the binary by section, %s:\n%s", fileMB(b, bin), p.name, out)
+		}
 	}
 	b.ReportMetric(100*(cpu1-cpu0)/elapsed.Seconds(), "CPU-%")
 	b.ReportMetric((reqs1-reqs0)/minutes, "requests/min")
 	b.ReportMetric((writes1-writes0)/minutes, "writes/min")
 	b.ReportMetric(minutes, "idle-min")
 	b.ReportMetric(0, "ns/op")
+}
+
+// copyFile copies an executable (mode 0755).
+func copyFile(b *testing.B, from, to string) {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o755); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // rss is a process's resident memory, MiB: all, anonymous, file-backed.
@@ -158,14 +191,8 @@ func startNodeExporter(b *testing.B, dir string) *nodeExporter {
 	if err != nil {
 		b.Fatalf("the side-by-side RSS needs prometheus-node-exporter (Debian package prometheus-node-exporter; NODEWARD_BENCH_PEER=off skips it): %v", err)
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		b.Fatal(err)
-	}
 	bin := filepath.Join(dir, "node_exporter")
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		b.Fatal(err)
-	}
+	copyFile(b, path, bin)
 	if os.Getenv("NODEWARD_BENCH_PAGECACHE") != "warm" {
 		dropFromPageCache(b, bin)
 	}

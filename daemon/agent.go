@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"sync"
 	"time"
@@ -387,7 +388,7 @@ func (a *Agent) releaseStartupMemory() {
 		a.cfg.Log.Warn("release the memory only start-up used", "err", err)
 		return
 	}
-	mib := func(b uint64) string { return fmt.Sprintf("%.1f", float64(b)/(1<<20)) }
+	mib := func(b uint64) float64 { return math.Round(float64(b)/(1<<20)*10) / 10 }
 	a.cfg.Log.Info("released the memory only start-up used",
 		"rss_mib_before", mib(r.Before.Total), "rss_mib_after", mib(r.After.Total),
 		"file_mib_before", mib(r.Before.File), "file_mib_after", mib(r.After.File),

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -57,7 +58,8 @@ func TestScrapesPassPromtool(t *testing.T) {
 	go func() { _ = n.RunReboots(ctx) }()
 
 	logs := t.TempDir()
-	start(t, bin.Nodeward, filepath.Join(logs, "health-agent.log"), "agent", "--updates=false",
+	healthLog := filepath.Join(logs, "health-agent.log")
+	start(t, bin.Nodeward, healthLog, "agent", "--updates=false",
 		"--kubeconfig", cp.KubeconfigPath(), "--node-name", names[1], "--metrics-address", health)
 	coordCmd := bin.Coordinator(cp.KubeconfigPath(), "--metrics-address", coord, "--leader-elect=false",
 		"--pool-selector", poolLabel+"=scrape")
@@ -85,6 +87,52 @@ func TestScrapesPassPromtool(t *testing.T) {
 		if err != nil || len(bytes.TrimSpace(out)) > 0 {
 			t.Errorf("promtool check metrics on the %s's scrape: %v\n%s", s.what, err, out)
 		}
+	}
+	checkStartupMemoryReleased(t, healthLog)
+	// The agent answers uncompressed even when asked for gzip (its page is
+	// small; a gzip writer is 0.8 MiB of resident tables).
+	req, _ := http.NewRequest(http.MethodGet, "http://"+health+"/metrics", nil)
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if enc := resp.Header.Get("Content-Encoding"); enc != "" || !bytes.Contains(body, []byte("nodeward_build_info")) {
+		t.Errorf("the agent's /metrics asked for gzip: Content-Encoding %q, %d bytes, want plain text", enc, len(body))
+	}
+	t.Logf("the health-only agent's /metrics page: %d bytes", len(body))
+}
+
+// checkStartupMemoryReleased: a health-only agent with the default flags,
+// ready and scraped above, released its start-up memory once (package
+// footprint) and its resident set fell by it.
+func checkStartupMemoryReleased(t *testing.T, logPath string) {
+	t.Helper()
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for l := range strings.Lines(string(data)) {
+		if strings.Contains(l, "released the memory only start-up used") {
+			line = l
+		}
+	}
+	if line == "" {
+		t.Fatalf("the agent did not log the release of its start-up memory:\n%s", data)
+	}
+	field := func(key string) float64 {
+		_, rest, ok := strings.Cut(line, " "+key+"=")
+		v, err := strconv.ParseFloat(strings.Fields(rest + " ")[0], 64)
+		if !ok || err != nil {
+			t.Fatalf("no number %s in %q", key, line)
+		}
+		return v
+	}
+	if before, after := field("file_mib_before"), field("file_mib_after"); after >= before {
+		t.Errorf("file-backed RSS %.1f -> %.1f MiB at the release: did not fall (%s)", before, after, line)
 	}
 }
 

@@ -106,12 +106,12 @@ func BenchmarkRollout100Processes(b *testing.B) {
 		return err == nil && len(list.Items) >= nodes, err
 	})
 	idleStart := agentRequests(scrapes)
-	idleRSS := fleetRSS(procs)
 	deadline := time.Now().Add(idleWindow)
 	cluster.WaitFor(b, idleWindow+time.Minute, "the idle window", func(context.Context) (bool, error) {
 		return !time.Now().Before(deadline), nil
 	})
 	idleEnd := agentRequests(scrapes)
+	idleRSS := fleetRSS(procs) // at the end of the idle window: each agent started and settled
 	idle := rate{all: (idleEnd.all - idleStart.all) / idleWindow.Minutes(), writes: (idleEnd.writes - idleStart.writes) / idleWindow.Minutes()}
 	apiBefore := scrapeRequests(b, cp)
 
@@ -141,6 +141,7 @@ func BenchmarkRollout100Processes(b *testing.B) {
 	apiAfter := scrapeRequests(b, cp)
 
 	makespan, perNode, peak := w.result()
+	b.Logf("where each node's time went (grant to Done):\n%s", w.stepTimes())
 	median := perNode[len(perNode)/2]
 	ideal := time.Duration(math.Ceil(float64(nodes)/maxUnavailable)) * median
 	minutes := makespan.Minutes()
@@ -209,10 +210,18 @@ type fleetWatch struct {
 	// the gaps from a Done to the grant that used its slot.
 	freed    []time.Time
 	handoffs []time.Duration
+	// steps are each node's update states in the order first seen.
+	steps map[string][]stepSeen
+}
+
+// stepSeen is a node's state annotation and when the watch first saw it.
+type stepSeen struct {
+	step string
+	at   time.Time
 }
 
 func watchFleet(b *testing.B, cp *cluster.ControlPlane) *fleetWatch {
-	w := &fleetWatch{granted: map[string]time.Time{}, doneAt: map[string]time.Time{}}
+	w := &fleetWatch{granted: map[string]time.Time{}, doneAt: map[string]time.Time{}, steps: map[string][]stepSeen{}}
 	factory := informers.NewSharedInformerFactoryWithOptions(cp.Client(), 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = cluster.GroupLabel + "=fleet" }))
 	inf := factory.Core().V1().Nodes().Informer()
@@ -235,6 +244,11 @@ func watchFleet(b *testing.B, cp *cluster.ControlPlane) *fleetWatch {
 				// yet followed by a grant.
 				w.handoffs = append(w.handoffs, now.Sub(w.freed[0]))
 				w.freed = w.freed[1:]
+			}
+		}
+		if st := n.Annotations[v1alpha1.AnnotationState]; st != "" {
+			if seen := w.steps[n.Name]; len(seen) == 0 || seen[len(seen)-1].step != st {
+				w.steps[n.Name] = append(seen, stepSeen{st, now})
 			}
 		}
 		if n.Annotations[v1alpha1.AnnotationState] == string(v1alpha1.StepDone) && n.Annotations[v1alpha1.AnnotationStateTarget] == sim.ProcTarget && w.doneAt[n.Name].IsZero() {
@@ -289,6 +303,46 @@ func (w *fleetWatch) result() (time.Duration, []time.Duration, int) {
 	}
 	slices.Sort(per)
 	return last.Sub(w.first), per, w.peak
+}
+
+// stepTimes is where each node's time from its grant to its Done went, as
+// the watch saw it: for each state the agent reported after its grant, the
+// time until its next state, over the fleet (median, p90, max), in the
+// order the states come. "granted" is the grant until the first state
+// after it.
+func (w *fleetWatch) stepTimes() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	per := map[string][]time.Duration{}
+	var order []string
+	add := func(step string, d time.Duration) {
+		if _, ok := per[step]; !ok {
+			order = append(order, step)
+		}
+		per[step] = append(per[step], d)
+	}
+	for node, g := range w.granted {
+		last := stepSeen{"granted", g}
+		for _, s := range w.steps[node] {
+			if s.at.Before(g) {
+				continue
+			}
+			add(last.step, s.at.Sub(last.at))
+			last = s
+			if s.step == string(v1alpha1.StepDone) {
+				break
+			}
+		}
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "%-16s %5s %9s %9s %9s\n", "state", "nodes", "median", "p90", "max")
+	for _, step := range order {
+		d := per[step]
+		slices.Sort(d)
+		fmt.Fprintf(&out, "%-16s %5d %9s %9s %9s\n", step, len(d), d[len(d)/2].Round(time.Millisecond),
+			d[len(d)*9/10].Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond))
+	}
+	return out.String()
 }
 
 // rate is a count of requests, or a rate per minute: all, and writes.

@@ -99,7 +99,7 @@ func newAgentCommand(g *globals) *cobra.Command {
 	_ = cmd.Flags().MarkHidden("mco-drain-degrade-after")
 	cmd.Flags().StringVar(&stateDir, "state-dir", "/var/lib/nodeward", "update state directory; must survive reboots")
 	cmd.Flags().BoolVar(&releaseStartup, "release-startup-memory", true,
-		"once ready, unmap the pages of the executable that only start-up used and free start-up's heap (lowers the idle RSS by about a third; docs/agent.md)")
+		"once ready, unmap the pages of the executable that only start-up used and free start-up's heap (lowers the idle RSS by about a fifth; docs/agent.md)")
 	registerSyncWarning(cmd, &syncWarn)
 	return cmd
 }

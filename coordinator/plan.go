@@ -238,8 +238,10 @@ func planPool(in planInput) (*poolPlan, error) {
 	// A grant of this pass whose node keeps no slot after Done is given
 	// back by its agent in its Done report (AnnotationReleaseAtDone). A
 	// canary's never is: which canary is the last, and bakes, is decided
-	// when it reports Done.
-	p.releaseAtDone = !p.canary.active && spec.Soak == ""
+	// when it reports Done. A soak of zero ("0s") is no soak; one that does
+	// not parse keeps the coordinator's release, which reports the error.
+	soak, soakErr := parseDuration(spec.Soak, "soak")
+	p.releaseAtDone = !p.canary.active && soakErr == nil && soak == 0
 	p.grant, p.waiting, err = decideGrants(in, p, candidates, busyZones, staging)
 	if err != nil {
 		return nil, err

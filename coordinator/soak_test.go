@@ -43,6 +43,22 @@ func withGates(s *v1alpha1.UpdatePoolSpec) {
 	s.Gates = &v1alpha1.Gates{Prometheus: "http://127.0.0.1:9090", Alerts: &metav1.LabelSelector{}}
 }
 
+// TestZeroSoakIsReleasedByTheAgent: "0s" is no soak, as "" is: the grant
+// goes back with the agent's Done report. A soak that does not parse keeps
+// the coordinator's release.
+func TestZeroSoakIsReleasedByTheAgent(t *testing.T) {
+	for soak, byAgent := range map[string]bool{"": true, "0s": true, "0": true, "10m": false, "soon": false} {
+		p := pool(intstr.FromInt32(1), func(s *v1alpha1.UpdatePoolSpec) { s.Soak = soak })
+		pl, err := planPool(planInput{pool: p, nodes: healthy(3).views(), pending: map[string]bool{}, now: now})
+		if err != nil {
+			continue // a soak that does not parse may refuse the plan: then nothing is granted at all
+		}
+		if pl.releaseAtDone != byAgent {
+			t.Errorf("soak %q: grant marked for its agent to release = %v, want %v", soak, pl.releaseAtDone, byAgent)
+		}
+	}
+}
+
 func TestSoakKeepsTheSlotAfterDone(t *testing.T) {
 	p := pool(intstr.FromInt32(1), func(s *v1alpha1.UpdatePoolSpec) { s.Soak = "10m" })
 	f := healthy(3)

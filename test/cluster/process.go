@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -126,10 +127,17 @@ func (p *Process) Stop(grace time.Duration) {
 	<-p.done
 }
 
-// FreePorts reserves n distinct loopback ports. The listeners are closed just
-// before the components bind them; the window is small and ports are picked
-// by the kernel, so collisions are rare.
+// FreePorts reserves n distinct loopback ports below the kernel's
+// ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 by default).
+// The listeners are closed just before the components bind them. A port
+// from the ephemeral range can be taken in that window by the local end of
+// any outgoing connection, and the test packages running in parallel open
+// hundreds: a kubelet once found its port taken ("address already in use",
+// CI at 053dd8a), most likely that way. Below the range only another
+// listener can take it, and the ports are picked at random among 10000 and
+// more.
 func FreePorts(n int) ([]int, error) {
+	lo, hi := 10000, ephemeralLow()-1
 	listeners := make([]net.Listener, 0, n)
 	defer func() {
 		for _, l := range listeners {
@@ -137,15 +145,35 @@ func FreePorts(n int) ([]int, error) {
 		}
 	}()
 	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for attempts := 0; len(ports) < n; attempts++ {
+		addr := fmt.Sprintf("127.0.0.1:%d", lo+rand.IntN(hi-lo+1))
+		if hi-lo < 1000 || attempts > 100*n {
+			addr = "127.0.0.1:0" // an unusual range: let the kernel pick
+		}
+		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			return nil, fmt.Errorf("reserve port: %w", err)
+			if addr == "127.0.0.1:0" {
+				return nil, fmt.Errorf("reserve port: %w", err)
+			}
+			continue // taken: another
 		}
 		listeners = append(listeners, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// ephemeralLow is the lowest port the kernel gives outgoing connections.
+func ephemeralLow() int {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	var low, high int
+	if _, err := fmt.Sscan(string(data), &low, &high); err != nil || low <= 0 {
+		return 32768
+	}
+	return low
 }
 
 // Poll calls check until it reports done, fails, or ctx ends; each process in

@@ -138,6 +138,9 @@ func (p *Process) Stop(grace time.Duration) {
 // more.
 func FreePorts(n int) ([]int, error) {
 	lo, hi := 10000, ephemeralLow()-1
+	// Too few ports below the range (an unusual ip_local_port_range): let
+	// the kernel pick, as before.
+	kernelPicks := hi-lo < 1000
 	listeners := make([]net.Listener, 0, n)
 	defer func() {
 		for _, l := range listeners {
@@ -146,9 +149,9 @@ func FreePorts(n int) ([]int, error) {
 	}()
 	ports := make([]int, 0, n)
 	for attempts := 0; len(ports) < n; attempts++ {
-		addr := fmt.Sprintf("127.0.0.1:%d", lo+rand.IntN(hi-lo+1))
-		if hi-lo < 1000 || attempts > 100*n {
-			addr = "127.0.0.1:0" // an unusual range: let the kernel pick
+		addr := "127.0.0.1:0"
+		if !kernelPicks && attempts <= 100*n {
+			addr = fmt.Sprintf("127.0.0.1:%d", lo+rand.IntN(hi-lo+1))
 		}
 		l, err := net.Listen("tcp", addr)
 		if err != nil {

@@ -166,6 +166,16 @@ func FreePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
+// FreeAddr is one loopback address "127.0.0.1:PORT" from FreePorts, for a
+// server a test starts itself.
+func FreeAddr() (string, error) {
+	ports, err := FreePorts(1)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("127.0.0.1:%d", ports[0]), nil
+}
+
 // ephemeralLow is the lowest port the kernel gives outgoing connections.
 func ephemeralLow() int {
 	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")

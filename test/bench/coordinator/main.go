@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -104,7 +103,7 @@ func run(nodeCount, grantCount int, settle, renewal time.Duration, gates bool) e
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("build nodeward: %w", err)
 	}
-	metricsAddr, err := freeAddr()
+	metricsAddr, err := cluster.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -543,15 +542,6 @@ func procMemory(pid int) (rssMiB, peakMiB float64) {
 		}
 	}
 	return rssMiB, peakMiB
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 func repoPath(rel string) string {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -203,12 +202,11 @@ func startNodeExporter(b *testing.B, dir string) *nodeExporter {
 
 // freeAddr is a free loopback address for a server to listen on.
 func freeAddr(b *testing.B) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := cluster.FreeAddr()
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // serve starts bin with args, its output in logPath, stops it (SIGINT)

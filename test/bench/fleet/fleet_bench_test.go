@@ -32,6 +32,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/footprint"
 	"github.com/nodeward/nodeward/test/cluster"
 	"github.com/nodeward/nodeward/test/sim"
 	"github.com/nodeward/nodeward/test/testenv"
@@ -459,16 +460,11 @@ func (r rate) plus(o rate) rate { return rate{all: r.all + o.all, writes: r.writ
 func fleetRSS(procs map[string]*sim.ProcNode) float64 {
 	total := 0.0
 	for _, n := range procs {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", n.Pid()))
+		r, err := footprint.ReadResident(fmt.Sprintf("/proc/%d/status", n.Pid()))
 		if err != nil {
-			continue
+			continue // an agent between two processes
 		}
-		for _, line := range strings.Split(string(data), "\n") {
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-				kb, _ := strconv.ParseFloat(f[1], 64)
-				total += kb / 1024
-			}
-		}
+		total += float64(r.Total) / (1 << 20)
 	}
 	return total
 }

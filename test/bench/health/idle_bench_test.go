@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nodeward/nodeward/footprint"
 	"github.com/nodeward/nodeward/test/cluster"
 )
 
@@ -163,7 +164,12 @@ func copyFile(b *testing.B, from, to string) {
 type rss struct{ total, anon, file float64 }
 
 func readRSS(b *testing.B, pid int) rss {
-	return rss{statusMiB(b, pid, "VmRSS:"), statusMiB(b, pid, "RssAnon:"), statusMiB(b, pid, "RssFile:")}
+	r, err := footprint.ReadResident(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	mib := func(bytes uint64) float64 { return float64(bytes) / (1 << 20) }
+	return rss{mib(r.Total), mib(r.Anon), mib(r.File)}
 }
 
 func (r rss) report(b *testing.B, prefix string) {
@@ -259,23 +265,6 @@ func cpuSeconds(b *testing.B, pid int) float64 {
 	utime, _ := strconv.ParseFloat(fields[11], 64)
 	stime, _ := strconv.ParseFloat(fields[12], 64)
 	return (utime + stime) / 100 // USER_HZ
-}
-
-func statusMiB(b *testing.B, pid int, field string) float64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), field); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			return kb / 1024
-		}
-	}
-	b.Fatal("no " + field)
-	return 0
 }
 
 // dropFromPageCache writes the file's dirty pages back and asks the kernel

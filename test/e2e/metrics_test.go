@@ -124,7 +124,8 @@ func checkStartupMemoryReleased(t *testing.T, logPath string) {
 	}
 	field := func(key string) float64 {
 		_, rest, ok := strings.Cut(line, " "+key+"=")
-		v, err := strconv.ParseFloat(strings.Fields(rest + " ")[0], 64)
+		value, _, _ := strings.Cut(strings.TrimSpace(rest), " ")
+		v, err := strconv.ParseFloat(value, 64)
 		if !ok || err != nil {
 			t.Fatalf("no number %s in %q", key, line)
 		}

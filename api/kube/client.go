@@ -8,8 +8,8 @@
 // versions at start-up and keeps their generated code in the binary. That
 // alone costs the agent about 11 MB of binary and 5 MiB of resident memory
 // (docs/benchmarks.md, "Agent RSS"), against a 30 MiB budget. This package
-// builds the same generic typed clients client-go's generated code is made
-// of (k8s.io/client-go/gentype) on a scheme of the three group versions
+// builds generic typed clients (Resource: the calls of client-go's generated
+// clients, spelled the same) on a scheme of the three group versions
 // nodeward needs, so the call sites read as they would with the clientset.
 package kube
 
@@ -25,19 +25,18 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 )
 
 // Typed clients, named after the resources they serve.
 type (
-	NodeClient      = gentype.ClientWithList[*corev1.Node, *corev1.NodeList]
-	PodClient       = gentype.ClientWithList[*corev1.Pod, *corev1.PodList]
-	EventClient     = gentype.ClientWithList[*corev1.Event, *corev1.EventList]
-	ConfigMapClient = gentype.ClientWithList[*corev1.ConfigMap, *corev1.ConfigMapList]
-	LeaseClient     = gentype.ClientWithList[*coordinationv1.Lease, *coordinationv1.LeaseList]
-	PDBClient       = gentype.ClientWithList[*policyv1.PodDisruptionBudget, *policyv1.PodDisruptionBudgetList]
+	NodeClient      = Resource[*corev1.Node, *corev1.NodeList]
+	PodClient       = Resource[*corev1.Pod, *corev1.PodList]
+	EventClient     = Resource[*corev1.Event, *corev1.EventList]
+	ConfigMapClient = Resource[*corev1.ConfigMap, *corev1.ConfigMapList]
+	LeaseClient     = Resource[*coordinationv1.Lease, *coordinationv1.LeaseList]
+	PDBClient       = Resource[*policyv1.PodDisruptionBudget, *policyv1.PodDisruptionBudgetList]
 )
 
 // Client reaches the core/v1, coordination.k8s.io/v1 and policy/v1 APIs
@@ -125,7 +124,7 @@ func (c *Client) CoordinationREST() rest.Interface { return c.coordination }
 
 // Nodes is the cluster-scoped Node client.
 func (c *Client) Nodes() *NodeClient {
-	return gentype.NewClientWithList[*corev1.Node, *corev1.NodeList]("nodes", c.core, c.params, "",
+	return newResource[*corev1.Node, *corev1.NodeList](c, c.core, "nodes", "",
 		func() *corev1.Node { return &corev1.Node{} }, func() *corev1.NodeList { return &corev1.NodeList{} })
 }
 
@@ -138,7 +137,7 @@ func (c *Client) PatchNodeStatus(ctx context.Context, name string, data []byte) 
 // Pods is the Pod client of a namespace (metav1.NamespaceAll for lists and
 // watches across namespaces).
 func (c *Client) Pods(namespace string) *PodClient {
-	return gentype.NewClientWithList[*corev1.Pod, *corev1.PodList]("pods", c.core, c.params, namespace,
+	return newResource[*corev1.Pod, *corev1.PodList](c, c.core, "pods", namespace,
 		func() *corev1.Pod { return &corev1.Pod{} }, func() *corev1.PodList { return &corev1.PodList{} })
 }
 
@@ -151,26 +150,26 @@ func (c *Client) Evict(ctx context.Context, eviction *policyv1.Eviction) error {
 
 // Events is the core/v1 Event client of a namespace.
 func (c *Client) Events(namespace string) *EventClient {
-	return gentype.NewClientWithList[*corev1.Event, *corev1.EventList]("events", c.core, c.params, namespace,
+	return newResource[*corev1.Event, *corev1.EventList](c, c.core, "events", namespace,
 		func() *corev1.Event { return &corev1.Event{} }, func() *corev1.EventList { return &corev1.EventList{} })
 }
 
 // ConfigMaps is the ConfigMap client of a namespace.
 func (c *Client) ConfigMaps(namespace string) *ConfigMapClient {
-	return gentype.NewClientWithList[*corev1.ConfigMap, *corev1.ConfigMapList]("configmaps", c.core, c.params, namespace,
+	return newResource[*corev1.ConfigMap, *corev1.ConfigMapList](c, c.core, "configmaps", namespace,
 		func() *corev1.ConfigMap { return &corev1.ConfigMap{} }, func() *corev1.ConfigMapList { return &corev1.ConfigMapList{} })
 }
 
 // Leases is the coordination.k8s.io/v1 Lease client of a namespace.
 func (c *Client) Leases(namespace string) *LeaseClient {
-	return gentype.NewClientWithList[*coordinationv1.Lease, *coordinationv1.LeaseList]("leases", c.coordination, c.params, namespace,
+	return newResource[*coordinationv1.Lease, *coordinationv1.LeaseList](c, c.coordination, "leases", namespace,
 		func() *coordinationv1.Lease { return &coordinationv1.Lease{} }, func() *coordinationv1.LeaseList { return &coordinationv1.LeaseList{} })
 }
 
 // PodDisruptionBudgets is the policy/v1 PodDisruptionBudget client of a
 // namespace.
 func (c *Client) PodDisruptionBudgets(namespace string) *PDBClient {
-	return gentype.NewClientWithList[*policyv1.PodDisruptionBudget, *policyv1.PodDisruptionBudgetList]("poddisruptionbudgets", c.policy, c.params, namespace,
+	return newResource[*policyv1.PodDisruptionBudget, *policyv1.PodDisruptionBudgetList](c, c.policy, "poddisruptionbudgets", namespace,
 		func() *policyv1.PodDisruptionBudget { return &policyv1.PodDisruptionBudget{} },
 		func() *policyv1.PodDisruptionBudgetList { return &policyv1.PodDisruptionBudgetList{} })
 }

@@ -1,9 +1,17 @@
 package kube
 
 import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 )
@@ -44,14 +52,74 @@ func TestNewForConfigRefusesQPSWithoutBurst(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "burst") {
 		t.Fatalf("QPS without burst: %v, want an error naming burst", err)
 	}
-	c, err := NewForConfig(&rest.Config{Host: "https://127.0.0.1:1", QPS: 10, Burst: 20})
+	if _, err := NewForConfig(&rest.Config{Host: "https://127.0.0.1:1", QPS: 10, Burst: 20}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestResourceRequests: each typed client call goes to its resource's
+// path, in its namespace or none, with its subresource and options, and
+// decodes the answer into its type.
+func TestResourceRequests(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/pods"):
+			fmt.Fprint(w, `{"kind":"PodList","apiVersion":"v1","items":[{"metadata":{"name":"p1"}}]}`)
+		case strings.Contains(r.URL.Path, "/leases/"):
+			fmt.Fprint(w, `{"kind":"Lease","apiVersion":"coordination.k8s.io/v1","metadata":{"name":"l1","namespace":"ns2"}}`)
+		default:
+			fmt.Fprint(w, `{"kind":"Node","apiVersion":"v1","metadata":{"name":"n1","resourceVersion":"7"}}`)
+		}
+	}))
+	defer srv.Close()
+	c, err := NewForConfig(&rest.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.Nodes().GetNamespace(); got != "" {
-		t.Errorf("Nodes client namespace %q, want cluster-scoped", got)
+	ctx := context.Background()
+	node, err := c.Nodes().Get(ctx, "n1", metav1.GetOptions{ResourceVersion: "0"})
+	if err != nil || node.Name != "n1" || node.ResourceVersion != "7" {
+		t.Fatalf("Get node: %v, %+v", err, node)
 	}
-	if got := c.Pods("ns1").GetNamespace(); got != "ns1" {
-		t.Errorf("Pods client namespace %q", got)
+	pods, err := c.Pods("ns1").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=n1"})
+	if err != nil || len(pods.Items) != 1 || pods.Items[0].Name != "p1" {
+		t.Fatalf("List pods: %v, %+v", err, pods)
+	}
+	if _, err := c.PatchNodeStatus(ctx, "n1", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "l1", Namespace: "ns2"}}
+	if got, err := c.Leases("ns2").Update(ctx, lease, metav1.UpdateOptions{}); err != nil || got.Name != "l1" {
+		t.Fatalf("Update lease: %v, %+v", err, got)
+	}
+	if err := c.PodDisruptionBudgets("ns3").Delete(ctx, "b1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	timeout := int64(30)
+	w, err := c.Nodes().Watch(ctx, metav1.ListOptions{TimeoutSeconds: &timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Stop()
+	want := []string{
+		"GET /api/v1/nodes/n1?resourceVersion=0",
+		"GET /api/v1/namespaces/ns1/pods?fieldSelector=spec.nodeName%3Dn1",
+		"PATCH /api/v1/nodes/n1/status?",
+		"PUT /apis/coordination.k8s.io/v1/namespaces/ns2/leases/l1?",
+		"DELETE /apis/policy/v1/namespaces/ns3/poddisruptionbudgets/b1?",
+		"GET /api/v1/nodes?timeout=30s&timeoutSeconds=30&watch=true",
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(seen, want) {
+		t.Errorf("requests:\n%s\nwant:\n%s", strings.Join(seen, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/nodeward/nodeward/api/kube"
@@ -80,6 +79,10 @@ type Options struct {
 // statusInterval bounds how often a pool's status is written.
 const statusInterval = time.Second
 
+// eventFlushTimeout bounds how long a stopping coordinator writes the
+// Events still queued.
+const eventFlushTimeout = 5 * time.Second
+
 // Controller grants update slots. Run it only while holding leadership.
 type Controller struct {
 	opts    Options
@@ -93,7 +96,7 @@ type Controller struct {
 	// failures back off the nodes whose writes fail.
 	failures map[string]failure
 	grantN   int
-	events   record.EventRecorder
+	events   *kube.Recorder
 	// statusWritten is when each pool's status was last written.
 	statusWritten map[string]time.Time
 	// guardrails are the pools' gate verdicts and silence syncs.
@@ -173,10 +176,9 @@ func New(opts Options) *Controller {
 		guardrails:    map[string]guardrailState{},
 		views:         newViewCache(),
 	}
-	broadcaster := record.NewBroadcaster()
-	broadcaster.StartRecordingToSink(opts.Client.EventSink(context.Background()))
-	c.events = broadcaster.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: "nodeward-coordinator"})
-	c.stopEvents = broadcaster.Shutdown
+	c.events = opts.Client.NewRecorder(context.Background(), corev1.EventSource{Component: "nodeward-coordinator"},
+		kube.RecorderOptions{Log: opts.Log})
+	c.stopEvents = func() { c.events.Shutdown(eventFlushTimeout) }
 	enqueueAll := func(any) { c.enqueuePools() }
 	// An update re-plans only when it can change a plan. At 10,000 nodes
 	// the agents renew 125 Leases a second and a pass takes 8 ms in

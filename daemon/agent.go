@@ -228,7 +228,7 @@ func (a *Agent) buildUpdate(rc *rest.Config, uc UpdateConfig) error {
 	if err != nil {
 		return fmt.Errorf("register drain metrics: %w", err)
 	}
-	a.events = update.NewNodeEvents(a.client, "nodeward-agent", a.cfg.NodeName)
+	a.events = update.NewNodeEvents(a.client, "nodeward-agent", a.cfg.NodeName, log)
 	own, err := update.NewKubeWorkloads(drain.Config{Client: a.client, Node: a.cfg.NodeName, Options: uc.Drain,
 		Log: log, Metrics: drainMetrics, Recorder: a.events.Recorder()})
 	var workloads update.Workloads = own

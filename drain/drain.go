@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/api/v1alpha1"
@@ -29,7 +28,7 @@ type Config struct {
 	Log     *slog.Logger
 	// Metrics, Recorder (Events on the Node) and Progress are optional.
 	Metrics  *Metrics
-	Recorder record.EventRecorder
+	Recorder *kube.Recorder
 	Progress func(Progress)
 	// ReportEvery is how often blockers are published (default 2 s).
 	ReportEvery time.Duration

@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/drain"
@@ -65,10 +64,9 @@ func runDrain(cmd *cobra.Command, g *globals, f drainFlags, nodes []string) erro
 			return err
 		}
 	}
-	events := record.NewBroadcaster(record.WithContext(cmd.Context()))
-	events.StartRecordingToSink(client.EventSink(cmd.Context()))
-	defer events.Shutdown()
-	recorder := events.NewRecorder(client.Scheme(), corev1.EventSource{Component: "nodeward-drain"})
+	recorder := client.NewRecorder(cmd.Context(), corev1.EventSource{Component: "nodeward-drain"},
+		kube.RecorderOptions{Log: g.logger})
+	defer recorder.Shutdown(5 * time.Second)
 	for i, node := range nodes {
 		err := drainNode(cmd, client, drain.Config{Client: client, Node: node, Options: opts, Log: g.logger,
 			Recorder: recorder}, f)

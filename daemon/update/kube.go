@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/nodeward/nodeward/api/kube"
 )
@@ -30,19 +31,14 @@ func PatchAnnotations(ctx context.Context, client *kube.Client, node string, set
 
 // NodeEvents records Events on the Node object.
 type NodeEvents struct {
-	recorder    record.EventRecorder
-	broadcaster record.EventBroadcaster
+	recorder *kube.Recorder
 }
 
-// NewNodeEvents starts an event broadcaster writing through client; Stop
+// NewNodeEvents starts an event recorder writing through client; Stop
 // flushes it.
-func NewNodeEvents(client *kube.Client, component, host string) *NodeEvents {
-	b := record.NewBroadcaster()
-	b.StartRecordingToSink(client.EventSink(context.Background()))
-	return &NodeEvents{
-		broadcaster: b,
-		recorder:    b.NewRecorder(client.Scheme(), corev1.EventSource{Component: component, Host: host}),
-	}
+func NewNodeEvents(client *kube.Client, component, host string, log *slog.Logger) *NodeEvents {
+	return &NodeEvents{recorder: client.NewRecorder(context.Background(),
+		corev1.EventSource{Component: component, Host: host}, kube.RecorderOptions{Log: log})}
 }
 
 // Event implements EventSink.
@@ -58,7 +54,8 @@ func (e *NodeEvents) Event(node *corev1.Node, warning bool, reason, message stri
 }
 
 // Recorder is the recorder behind the sink, for the drain package's Events.
-func (e *NodeEvents) Recorder() record.EventRecorder { return e.recorder }
+func (e *NodeEvents) Recorder() *kube.Recorder { return e.recorder }
 
-// Stop shuts the broadcaster down.
-func (e *NodeEvents) Stop() { e.broadcaster.Shutdown() }
+// Stop writes the Events still queued, for at most five seconds, and
+// stops the recorder.
+func (e *NodeEvents) Stop() { e.recorder.Shutdown(5 * time.Second) }

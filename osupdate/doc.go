@@ -23,4 +23,11 @@
 // machine-config-daemon does, but only when the secret exists and
 // OstreeAuthFile is absent: an auth file already there that is not that
 // link is left alone, with a warning.
+//
+// Image references are validated by hand (imageref.go), not with
+// github.com/distribution/reference, for the agent's resident memory: that
+// package and go-digest compile their grammars into regexps at init (414 KB
+// and 92 KB allocated, GODEBUG=inittrace=1) that stay live for the whole
+// process. imageref_test.go holds the hand-written parser to the library's
+// verdicts, on a table, exhaustively on short references and under a fuzzer.
 package osupdate

@@ -2,12 +2,9 @@ package osupdate
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"unicode"
-
-	"github.com/distribution/reference"
 )
 
 // Transports understood in an ostree container image reference, as rpm-ostree
@@ -17,8 +14,6 @@ const (
 	TransportUnverifiedImage    = "ostree-unverified-image:docker://"
 	TransportImageSigned        = "ostree-image-signed:docker://"
 )
-
-var checksumPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // Policy says how a plain image reference (no transport) becomes an ostree
 // image reference.
@@ -94,7 +89,7 @@ func (p Policy) ParseTarget(s string, extraKernelArgs ...string) (Target, error)
 	}
 	ref := fields[0]
 	var t Target
-	if checksumPattern.MatchString(ref) {
+	if isChecksum(ref) {
 		t.Checksum = ref
 	} else {
 		if err := p.parseImage(ref, &t); err != nil {
@@ -151,17 +146,13 @@ func (p Policy) parseImage(ref string, t *Target) error {
 			return fmt.Errorf("policy default transport %q: unsupported", transport)
 		}
 	}
-	named, err := reference.ParseNormalizedNamed(image)
+	// Validated by hand (imageref.go): the distribution library's regexps
+	// would stay resident in the agent.
+	r, err := parseImageRef(image)
 	if err != nil {
 		return fmt.Errorf("image reference %q: %w", image, err)
 	}
-	// A short name ("fedora") would silently mean docker.io: refuse it.
-	if !strings.HasPrefix(image, reference.Domain(named)+"/") {
-		return fmt.Errorf("image reference %q: must name its registry host (registry/repository[:tag][@digest])", image)
-	}
-	if d, ok := named.(reference.Digested); ok {
-		t.Digest = d.Digest().String()
-	}
+	t.Digest = r.Digest
 	t.Image = image
 	t.ImageRef = transport + image
 	return nil

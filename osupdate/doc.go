@@ -30,4 +30,8 @@
 // and 92 KB allocated, GODEBUG=inittrace=1) that stay live for the whole
 // process. imageref_test.go holds the hand-written parser to the library's
 // verdicts, on a table, exhaustively on short references and under a fuzzer.
+// For the same reason `rpm-ostree status --json` is decoded into nodeward's
+// own Status and Deployment (status.go), not rpmostree-client-go's, which
+// link github.com/containers/image/v5/docker/reference (264 KB at init);
+// status_test.go decodes the library's real fixtures with both.
 package osupdate

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-
-	rpmostree "github.com/coreos/rpmostree-client-go/pkg/client"
 )
 
 // Rollback rolls back the target nodeward last staged (see RollbackTarget).
@@ -96,7 +94,7 @@ func (u *Updater) FailedTarget() (target, reason string, err error) {
 
 // defaultDeployment is the one the next boot uses: the staged deployment,
 // else the first in bootloader order.
-func defaultDeployment(st *Status) *rpmostree.Deployment {
+func defaultDeployment(st *Status) *Deployment {
 	if s := st.Staged(); s != nil {
 		return s
 	}

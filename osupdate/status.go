@@ -4,40 +4,66 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-
-	rpmostree "github.com/coreos/rpmostree-client-go/pkg/client"
 )
 
-// Status is `rpm-ostree status --json`, read through rpmostree-client-go's
-// types plus the fields those types lack.
+// Status is `rpm-ostree status --json`, only what nodeward reads. Its own
+// types rather than rpmostree-client-go's: that module links
+// github.com/containers/image/v5/docker/reference and go-digest, whose
+// regexps, compiled at init, would stay resident in the agent (see
+// imageref.go). status_test.go decodes the library's real fixtures with
+// both and checks they agree.
 type Status struct {
-	rpmostree.Status
+	// Deployments in bootloader order; a staged one comes first.
+	Deployments []Deployment `json:"deployments"`
+	// Transaction is the running transaction (its verb and client), nil
+	// when none runs.
+	Transaction []string `json:"transaction"`
+
 	// FinalizationLocked is true when the staged deployment carries the
-	// finalization lock ("finalization-locked" in the JSON).
-	FinalizationLocked bool
-	// TransactionActive is true while rpm-ostree runs a transaction.
-	TransactionActive bool
+	// finalization lock. Set by ParseStatus.
+	FinalizationLocked bool `json:"-"`
+	// TransactionActive is true while rpm-ostree runs a transaction. Set
+	// by ParseStatus.
+	TransactionActive bool `json:"-"`
 }
 
-// rawStatus holds what rpmostree-client-go's Status does not decode.
-type rawStatus struct {
-	Deployments []struct {
-		Staged             bool `json:"staged"`
-		FinalizationLocked bool `json:"finalization-locked"`
-	} `json:"deployments"`
-	Transaction json.RawMessage `json:"transaction"`
+// Deployment is one bootable filesystem tree of Status, the fields
+// nodeward reads, under rpm-ostree's JSON names.
+type Deployment struct {
+	ID string `json:"id"`
+	// Checksum is the deployment's OSTree commit; with layered packages
+	// it differs from BaseChecksum.
+	Checksum string `json:"checksum"`
+	// BaseChecksum is the base commit when packages are layered, else nil
+	// (use GetBaseChecksum).
+	BaseChecksum *string `json:"base-checksum"`
+	Booted       bool    `json:"booted"`
+	Staged       bool    `json:"staged"`
+	// FinalizationLocked is written only for a staged deployment whose
+	// finalization is locked.
+	FinalizationLocked bool `json:"finalization-locked"`
+	// ContainerImageReference is the ostree image reference with its
+	// transport, empty for a deployment not from a container image.
+	ContainerImageReference       string `json:"container-image-reference"`
+	ContainerImageReferenceDigest string `json:"container-image-reference-digest"`
+}
+
+// GetBaseChecksum returns the OSTree commit the deployment is based on:
+// BaseChecksum when packages are layered, else Checksum.
+func (d *Deployment) GetBaseChecksum() string {
+	if d.BaseChecksum != nil {
+		return *d.BaseChecksum
+	}
+	return d.Checksum
 }
 
 // ParseStatus decodes and sanity-checks `rpm-ostree status --json` output:
 // there must be exactly one booted deployment, at most one staged one, and
-// every deployment must carry a checksum.
+// every deployment must carry a checksum. Keys nodeward does not read are
+// ignored, whatever their value.
 func ParseStatus(data []byte) (*Status, error) {
 	var st Status
-	if err := json.Unmarshal(data, &st.Status); err != nil {
-		return nil, fmt.Errorf("decoding rpm-ostree status: %w", err)
-	}
-	var raw rawStatus
-	if err := json.Unmarshal(data, &raw); err != nil {
+	if err := json.Unmarshal(data, &st); err != nil {
 		return nil, fmt.Errorf("decoding rpm-ostree status: %w", err)
 	}
 	if st.Deployments == nil {
@@ -64,35 +90,48 @@ func ParseStatus(data []byte) (*Status, error) {
 	if staged > 1 {
 		return nil, fmt.Errorf("decoding rpm-ostree status: %d staged deployments, want at most 1", staged)
 	}
-	for _, d := range raw.Deployments {
+	for _, d := range st.Deployments {
 		if d.Staged && d.FinalizationLocked {
 			st.FinalizationLocked = true
 		}
 	}
-	st.TransactionActive = len(raw.Transaction) > 0 && string(raw.Transaction) != "null"
+	// `"transaction": null` when none runs; any list, even empty, is one.
+	st.TransactionActive = st.Transaction != nil
 	return &st, nil
 }
 
-// Booted returns the booted deployment (ParseStatus guarantees one).
-func (s *Status) Booted() *rpmostree.Deployment {
-	d, err := s.GetBootedDeployment()
-	if err != nil {
-		return nil
-	}
-	return d
+// Booted returns the first booted deployment (ParseStatus guarantees
+// exactly one), or nil.
+func (s *Status) Booted() *Deployment {
+	return s.first(func(d *Deployment) bool { return d.Booted })
 }
 
-// Staged returns the staged deployment or nil.
-func (s *Status) Staged() *rpmostree.Deployment { return s.GetStagedDeployment() }
+// Staged returns the first staged deployment (ParseStatus guarantees at
+// most one), or nil.
+func (s *Status) Staged() *Deployment {
+	return s.first(func(d *Deployment) bool { return d.Staged })
+}
 
 // Rollback returns the deployment `rpm-ostree rollback` would make the
 // default: the first one neither booted nor staged, or nil.
-func (s *Status) Rollback() *rpmostree.Deployment { return s.GetRollbackDeployment() }
+func (s *Status) Rollback() *Deployment {
+	return s.first(func(d *Deployment) bool { return !d.Booted && !d.Staged })
+}
+
+// first returns the first deployment for which ok holds, or nil.
+func (s *Status) first(ok func(*Deployment) bool) *Deployment {
+	for i := range s.Deployments {
+		if ok(&s.Deployments[i]) {
+			return &s.Deployments[i]
+		}
+	}
+	return nil
+}
 
 // deploymentMatches tells whether d is t's OS (kernel arguments aside). A
 // tag reference matches by reference, or by digest when wantDigest is known
 // (what was staged); a digest-pinned reference matches by digest.
-func deploymentMatches(d *rpmostree.Deployment, t Target, wantDigest string) bool {
+func deploymentMatches(d *Deployment, t Target, wantDigest string) bool {
 	if d == nil {
 		return false
 	}

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	rpmostree "github.com/coreos/rpmostree-client-go/pkg/client"
-
 	"github.com/nodeward/nodeward/hostexec"
 )
 
@@ -257,7 +255,7 @@ func (u *Updater) Stage(ctx context.Context, target string) error {
 
 // stagedFor returns the staged deployment when it is exactly what nodeward
 // staged for t.
-func (u *Updater) stagedFor(st *Status, t Target) (*rpmostree.Deployment, *stagedRecord, error) {
+func (u *Updater) stagedFor(st *Status, t Target) (*Deployment, *stagedRecord, error) {
 	state, err := loadState(u.cfg.StatePath)
 	if err != nil {
 		return nil, nil, err

@@ -16,12 +16,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/emptypb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 )
@@ -233,18 +230,24 @@ func (p *RuntimeProbe) query(ctx context.Context, path string) runtimeAnswer {
 	}
 	defer conn.Close()
 
-	cri := runtimeapi.NewRuntimeServiceClient(conn)
-	st, err := cri.Status(ctx, &runtimeapi.StatusRequest{})
-	if err != nil {
+	var reply rawMessage
+	if err := conn.Invoke(ctx, criStatusMethod, rawMessage(nil), &reply, grpc.ForceCodec(rawCodec{})); err != nil {
 		a.reason, a.err = "RuntimeUnreachable", fmt.Errorf("CRI Status on %s: %w", path, err)
 		return a
 	}
 	a.answered = true
-	name := "container runtime"
-	if v, err := cri.Version(ctx, &runtimeapi.VersionRequest{}); err == nil {
-		name = v.RuntimeName + " " + v.RuntimeVersion
+	conds, err := decodeCRIStatus(reply)
+	if err != nil {
+		a.reason, a.err = "RuntimeNotReady", fmt.Errorf("CRI Status on %s: %w", path, err)
+		return a
 	}
-	runtimeReady, notes := readiness(st.GetStatus())
+	name := "container runtime"
+	if err := conn.Invoke(ctx, criVersionMethod, rawMessage(nil), &reply, grpc.ForceCodec(rawCodec{})); err == nil {
+		if v, err := decodeCRIVersion(reply); err == nil {
+			name = v.RuntimeName + " " + v.RuntimeVersion
+		}
+	}
+	runtimeReady, notes := readiness(conds)
 	if !runtimeReady {
 		a.reason, a.err = "RuntimeNotReady", fmt.Errorf("%s on %s: %s", name, path, strings.Join(notes, "; "))
 		return a
@@ -277,15 +280,15 @@ func (p *RuntimeProbe) signal(s Signal, a runtimeAnswer) Signal {
 // readiness reads RuntimeReady from a CRI status; notes say what is not
 // ready, NetworkReady included (the CNI's business and the kubelet's Ready
 // condition's: noted for people, not a reason for this condition).
-func readiness(st *runtimeapi.RuntimeStatus) (runtimeReady bool, notes []string) {
-	for _, c := range st.GetConditions() {
+func readiness(conds []criCondition) (runtimeReady bool, notes []string) {
+	for _, c := range conds {
 		switch c.Type {
-		case runtimeapi.RuntimeReady:
+		case criRuntimeReady:
 			runtimeReady = c.Status
 			if !c.Status {
 				notes = append(notes, fmt.Sprintf("RuntimeReady false: %s %s", c.Reason, c.Message))
 			}
-		case runtimeapi.NetworkReady:
+		case criNetworkReady:
 			if !c.Status {
 				notes = append(notes, "NetworkReady false: "+c.Reason)
 			}
@@ -302,27 +305,39 @@ func readiness(st *runtimeapi.RuntimeStatus) (runtimeReady bool, notes []string)
 // more than double the agent's resident binary pages.
 const containerdVersionMethod = "/containerd.services.version.v1.Version/Version"
 
+// The CRI's runtime service and the standard gRPC health check, by name
+// (their messages: crimsg.go).
+const (
+	criStatusMethod  = "/runtime.v1.RuntimeService/Status"
+	criVersionMethod = "/runtime.v1.RuntimeService/Version"
+	healthMethod     = "/grpc.health.v1.Health/Check"
+)
+
 // containerdServing asks containerd's health service (the standard gRPC
 // one), when the socket is containerd's; other runtimes pass.
 func containerdServing(ctx context.Context, conn *grpc.ClientConn) error {
 	if ok, err := isContainerd(ctx, conn); err != nil || !ok {
 		return err
 	}
-	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+	var reply rawMessage
+	if err := conn.Invoke(ctx, healthMethod, rawMessage(nil), &reply, grpc.ForceCodec(rawCodec{}), grpc.WaitForReady(true)); err != nil {
+		return fmt.Errorf("containerd health: %w", err)
+	}
+	status, err := decodeHealth(reply)
 	if err != nil {
 		return fmt.Errorf("containerd health: %w", err)
 	}
-	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-		return fmt.Errorf("containerd health service says %s", resp.GetStatus())
+	if status != healthServing {
+		return fmt.Errorf("containerd health service says %s", healthStatusName(status))
 	}
 	return nil
 }
 
 // isContainerd reports whether the socket serves containerd's version
-// service. The reply (version, revision) is not needed: decoded into Empty,
-// its fields are kept as unknown fields and ignored.
+// service. The reply (version, revision) is not needed.
 func isContainerd(ctx context.Context, conn *grpc.ClientConn) (bool, error) {
-	if err := conn.Invoke(ctx, containerdVersionMethod, &emptypb.Empty{}, &emptypb.Empty{}); err != nil {
+	var reply rawMessage
+	if err := conn.Invoke(ctx, containerdVersionMethod, rawMessage(nil), &reply, grpc.ForceCodec(rawCodec{})); err != nil {
 		if status.Code(err) == codes.Unimplemented {
 			return false, nil
 		}

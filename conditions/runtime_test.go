@@ -110,6 +110,10 @@ func TestRuntimeProbeWithRealContainerd(t *testing.T) {
 	if s.Reason != "RuntimeReady" {
 		t.Errorf("running containerd: reason %q (%s)", s.Reason, s.Message)
 	}
+	// The CRI Version answer, decoded by hand (crimsg.go), names the runtime.
+	if !strings.HasPrefix(s.Message, "containerd 1.") {
+		t.Errorf("running containerd: message %q, want it to start with the runtime's name and version", s.Message)
+	}
 	assertContainerd(t, "unix://"+socket, true)
 	stop()
 	s = waitHealth(t, probe, Unhealthy, 10*time.Second)

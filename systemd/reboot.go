@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/godbus/dbus/v5"
@@ -93,6 +95,15 @@ func (r *Rebooter) Reboot(ctx context.Context, reason string) error {
 	if err == nil {
 		return nil
 	}
+	if replyLost(err) {
+		// logind had the call: the bus closing before its answer is how a
+		// shutdown that has begun looks from here (dbus-daemon stops with
+		// the system). The request counts as accepted; if the machine does
+		// not go down after all, the update machine asks again after its
+		// RebootRetry, and then this path finds the bus gone and falls back.
+		log.Info("the system bus closed before logind answered the reboot call, as it does once the shutdown has begun", "err", err)
+		return nil
+	}
 	log.Warn("reboot through logind failed, falling back to systemctl", "err", err)
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(r.CallTimeout, 30*time.Second))
 	defer cancel()
@@ -124,7 +135,31 @@ func (r *Rebooter) rebootDBus(ctx context.Context, reason string, log *slog.Logg
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(r.CallTimeout, 30*time.Second))
 	defer cancel()
 	if err := conn.Object(login1Service, login1Path).CallWithContext(ctx, login1Manager+".Reboot", 0, false).Err; err != nil {
+		if isDisconnect(err) {
+			err = &lostReplyError{err: err}
+		}
 		return fmt.Errorf("calling %s.Reboot: %w", login1Manager, err)
 	}
 	return nil
+}
+
+// lostReplyError: the Reboot call was sent, and the connection closed
+// before an answer came.
+type lostReplyError struct{ err error }
+
+func (e *lostReplyError) Error() string {
+	return "connection closed before the answer: " + e.err.Error()
+}
+func (e *lostReplyError) Unwrap() error { return e.err }
+
+func replyLost(err error) bool {
+	var lost *lostReplyError
+	return errors.As(err, &lost)
+}
+
+// isDisconnect tells a closed connection (the bus went away) from an
+// answer of logind or a timeout.
+func isDisconnect(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, dbus.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }

@@ -111,3 +111,29 @@ func TestRebootFallbackInHostRoot(t *testing.T) {
 		t.Fatalf("Reboot through the host root's systemctl: %v, want the root's binary's own complaint", err)
 	}
 }
+
+// TestRebootAcceptedWhenTheBusGoesDown: logind takes the call and the bus
+// closes before its answer, as when the shutdown has begun (seen under a
+// real systemd in test/hostmode). That is an accepted reboot, not a failed
+// one: no fallback to systemctl, no warning.
+func TestRebootAcceptedWhenTheBusGoesDown(t *testing.T) {
+	t.Parallel()
+	l := fakelogind.Start(t)
+	l.ShutDownOnReboot()
+	var logs syncBuffer
+	systemctl, record := fakeSystemctl(t)
+	r := &Rebooter{BusAddress: l.Address, Systemctl: systemctl, CallTimeout: 5 * time.Second, Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	if err := r.Reboot(context.Background(), "nodeward: OS update"); err != nil {
+		t.Fatalf("Reboot with the bus closing after the call: %v", err)
+	}
+	if calls := l.Reboots(); len(calls) != 1 {
+		t.Fatalf("logind Reboot calls = %+v, want one", calls)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "closed before logind answered") || strings.Contains(out, "falling back") {
+		t.Errorf("log should say the answer was lost, and not fall back:\n%s", out)
+	}
+	if _, err := os.Stat(record); err == nil {
+		t.Error("systemctl fallback ran although logind took the reboot")
+	}
+}

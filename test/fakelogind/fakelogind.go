@@ -53,9 +53,11 @@ type Logind struct {
 	reboots    []RebootCall
 	inhibitors []Inhibitor
 	failReboot string // D-Bus error name to answer Reboot with
-	conn       *dbus.Conn
-	daemon     *exec.Cmd
-	rebooted   chan struct{}
+	// shutDownOnReboot: Reboot stops the bus before its answer goes out.
+	shutDownOnReboot bool
+	conn             *dbus.Conn
+	daemon           *exec.Cmd
+	rebooted         chan struct{}
 }
 
 type manager struct{ l *Logind }
@@ -71,6 +73,11 @@ func (m manager) Reboot(interactive bool) *dbus.Error {
 	select {
 	case m.l.rebooted <- struct{}{}:
 	default:
+	}
+	if m.l.shutDownOnReboot {
+		// The answer is sent after this returns, on a bus that is gone.
+		_ = m.l.daemon.Process.Kill()
+		_ = m.l.daemon.Wait()
 	}
 	return nil
 }
@@ -177,6 +184,15 @@ func (l *Logind) FailReboot(errorName string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.failReboot = errorName
+}
+
+// ShutDownOnReboot makes Reboot record the call and then stop the bus
+// before its answer goes out, as a system whose shutdown has begun does:
+// the caller's connection closes instead of an answer coming.
+func (l *Logind) ShutDownOnReboot() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.shutDownOnReboot = true
 }
 
 // Reboots returns the recorded Reboot calls.

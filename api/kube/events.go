@@ -23,9 +23,10 @@ import (
 //   - an Event identical to one already written (same object, type,
 //     reason, message and source) raises that Event's count and last
 //     timestamp (one merge patch) instead of making a new one;
-//   - each object gets a token bucket of RecorderBurst Events, refilled
-//     at one every RecorderRefill: a flapping object cannot flood the API
-//     server (the spam filter);
+//   - each object gets a token bucket of RecorderBurst Events of each type
+//     (Normal, Warning), refilled at one every RecorderRefill: a flapping
+//     object cannot flood the API server (the spam filter, keyed as
+//     record's is);
 //   - a full queue drops the Event (logged), it never blocks the caller.
 //
 // Not kept: record's aggregation of "similar" Events (same reason,
@@ -50,7 +51,13 @@ type Recorder struct {
 	mu      sync.Mutex
 	stopped bool
 	written map[eventKey]*corev1.Event // identical Events already written
-	buckets map[corev1.ObjectReference]*bucket
+	buckets map[spamKey]*bucket
+}
+
+// spamKey is what the spam filter counts Events by.
+type spamKey struct {
+	object    corev1.ObjectReference
+	eventType string
 }
 
 // The spam filter's budget per object, as client-go's defaults: a burst
@@ -98,7 +105,7 @@ func (c *Client) NewRecorder(ctx context.Context, source corev1.EventSource, opt
 		client: c, source: source, log: opts.Log, now: opts.Now,
 		queue: make(chan *corev1.Event, recorderQueue), done: make(chan struct{}),
 		ctx: ctx, cancel: cancel,
-		written: map[eventKey]*corev1.Event{}, buckets: map[corev1.ObjectReference]*bucket{},
+		written: map[eventKey]*corev1.Event{}, buckets: map[spamKey]*bucket{},
 	}
 	go r.run()
 	return r
@@ -143,7 +150,7 @@ func (r *Recorder) Event(object *corev1.ObjectReference, eventType, reason, mess
 	if r.stopped {
 		return
 	}
-	if !r.allow(*object, now) {
+	if !r.allow(spamKey{object: *object, eventType: eventType}, now) {
 		r.log.Debug("event dropped by the spam filter", "object", object.Name, "reason", reason)
 		return
 	}
@@ -154,15 +161,15 @@ func (r *Recorder) Event(object *corev1.ObjectReference, eventType, reason, mess
 	}
 }
 
-// allow takes a token of object's bucket. Called with r.mu held.
-func (r *Recorder) allow(object corev1.ObjectReference, now time.Time) bool {
-	b, ok := r.buckets[object]
+// allow takes a token of key's bucket. Called with r.mu held.
+func (r *Recorder) allow(key spamKey, now time.Time) bool {
+	b, ok := r.buckets[key]
 	if !ok {
 		if len(r.buckets) >= recorderKeep {
 			clear(r.buckets)
 		}
 		b = &bucket{tokens: RecorderBurst, last: now}
-		r.buckets[object] = b
+		r.buckets[key] = b
 	}
 	if elapsed := now.Sub(b.last); elapsed > 0 {
 		b.tokens = min(RecorderBurst, b.tokens+float64(elapsed)/float64(RecorderRefill))

@@ -90,8 +90,8 @@ func TestRecorderWritesAndCountsEvents(t *testing.T) {
 	}
 }
 
-// TestRecorderSpamFilter: one object gets a burst of RecorderBurst Events,
-// then one per RecorderRefill.
+// TestRecorderSpamFilter: one object gets a burst of RecorderBurst Events
+// of a type, then one per RecorderRefill; the other type has its own.
 func TestRecorderSpamFilter(t *testing.T) {
 	t.Parallel()
 	cp := env.ControlPlane(t)
@@ -103,21 +103,22 @@ func TestRecorderSpamFilter(t *testing.T) {
 		clk.Add(time.Millisecond)
 		r.Eventf(ref, corev1.EventTypeNormal, "Flap", "flap %d", i)
 	}
+	r.Event(ref, corev1.EventTypeWarning, "Broken", "a warning has its own budget")
 	clk.Add(kube.RecorderRefill)
 	r.Event(ref, corev1.EventTypeNormal, "Flap", "after the refill")
 	r.Event(ref, corev1.EventTypeNormal, "Flap", "past the refill's one token")
 	r.Shutdown(30 * time.Second)
 
 	got := eventsAbout(t, cp, name)
-	if len(got) != kube.RecorderBurst+1 {
-		t.Fatalf("%d Events, want %d: the burst and one after the refill", len(got), kube.RecorderBurst+1)
+	if len(got) != kube.RecorderBurst+2 {
+		t.Fatalf("%d Events, want %d: the burst, the warning and one after the refill", len(got), kube.RecorderBurst+2)
 	}
 	seen := map[string]bool{}
 	for _, e := range got {
 		seen[e.Message] = true
 	}
 	if !seen["flap 0"] || !seen[fmt.Sprintf("flap %d", kube.RecorderBurst-1)] || seen[fmt.Sprintf("flap %d", kube.RecorderBurst)] ||
-		!seen["after the refill"] || seen["past the refill's one token"] {
+		!seen["after the refill"] || seen["past the refill's one token"] || !seen["a warning has its own budget"] {
 		t.Errorf("written messages %v: want flap 0..%d and the first after the refill", seen, kube.RecorderBurst-1)
 	}
 }

@@ -23,17 +23,24 @@ func fixtureFiles(t testing.TB) []string {
 	return files
 }
 
+// parsedFixture reads a fixture and parses it, failing the test if either fails.
+func parsedFixture(t testing.TB, f string) ([]byte, *Status) {
+	t.Helper()
+	data, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := ParseStatus(data)
+	if err != nil {
+		t.Fatalf("%s: %v", f, err)
+	}
+	return data, st
+}
+
 func TestParseStatusRealFixtures(t *testing.T) {
 	t.Parallel()
 	for _, f := range fixtureFiles(t) {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := ParseStatus(data)
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
+		_, st := parsedFixture(t, f)
 		if st.Booted() == nil || st.Booted().Checksum == "" {
 			t.Errorf("%s: no booted checksum", f)
 		}
@@ -275,14 +282,7 @@ func compareWithLibrary(t *testing.T, data []byte) {
 func TestParseStatusAgainstLibrary(t *testing.T) {
 	t.Parallel()
 	for _, f := range fixtureFiles(t) {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := ParseStatus(data)
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
+		data, st := parsedFixture(t, f)
 		var lib rpmostreeclient.Status
 		if err := json.Unmarshal(data, &lib); err != nil {
 			t.Fatal(err)

@@ -1,9 +1,11 @@
 package conditions
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -45,6 +47,15 @@ func (rawCodec) Unmarshal(data []byte, v any) error {
 }
 
 func (rawCodec) Name() string { return "proto" }
+
+// invokeRaw calls method with an empty request (every request the probe
+// sends has all its fields at their defaults) and returns the answer's
+// wire bytes.
+func invokeRaw(ctx context.Context, conn *grpc.ClientConn, method string, opts ...grpc.CallOption) (rawMessage, error) {
+	var reply rawMessage
+	err := conn.Invoke(ctx, method, rawMessage(nil), &reply, append(opts, grpc.ForceCodec(rawCodec{}))...)
+	return reply, err
+}
 
 // The CRI's condition types (RuntimeReady, NetworkReady constants of the
 // CRI API).

@@ -230,8 +230,8 @@ func (p *RuntimeProbe) query(ctx context.Context, path string) runtimeAnswer {
 	}
 	defer conn.Close()
 
-	var reply rawMessage
-	if err := conn.Invoke(ctx, criStatusMethod, rawMessage(nil), &reply, grpc.ForceCodec(rawCodec{})); err != nil {
+	reply, err := invokeRaw(ctx, conn, criStatusMethod)
+	if err != nil {
 		a.reason, a.err = "RuntimeUnreachable", fmt.Errorf("CRI Status on %s: %w", path, err)
 		return a
 	}
@@ -242,7 +242,7 @@ func (p *RuntimeProbe) query(ctx context.Context, path string) runtimeAnswer {
 		return a
 	}
 	name := "container runtime"
-	if err := conn.Invoke(ctx, criVersionMethod, rawMessage(nil), &reply, grpc.ForceCodec(rawCodec{})); err == nil {
+	if reply, err := invokeRaw(ctx, conn, criVersionMethod); err == nil {
 		if v, err := decodeCRIVersion(reply); err == nil {
 			name = v.RuntimeName + " " + v.RuntimeVersion
 		}
@@ -319,16 +319,16 @@ func containerdServing(ctx context.Context, conn *grpc.ClientConn) error {
 	if ok, err := isContainerd(ctx, conn); err != nil || !ok {
 		return err
 	}
-	var reply rawMessage
-	if err := conn.Invoke(ctx, healthMethod, rawMessage(nil), &reply, grpc.ForceCodec(rawCodec{}), grpc.WaitForReady(true)); err != nil {
-		return fmt.Errorf("containerd health: %w", err)
-	}
-	status, err := decodeHealth(reply)
+	reply, err := invokeRaw(ctx, conn, healthMethod, grpc.WaitForReady(true))
 	if err != nil {
 		return fmt.Errorf("containerd health: %w", err)
 	}
-	if status != healthServing {
-		return fmt.Errorf("containerd health service says %s", healthStatusName(status))
+	serving, err := decodeHealth(reply)
+	if err != nil {
+		return fmt.Errorf("containerd health: %w", err)
+	}
+	if serving != healthServing {
+		return fmt.Errorf("containerd health service says %s", healthStatusName(serving))
 	}
 	return nil
 }
@@ -336,8 +336,7 @@ func containerdServing(ctx context.Context, conn *grpc.ClientConn) error {
 // isContainerd reports whether the socket serves containerd's version
 // service. The reply (version, revision) is not needed.
 func isContainerd(ctx context.Context, conn *grpc.ClientConn) (bool, error) {
-	var reply rawMessage
-	if err := conn.Invoke(ctx, containerdVersionMethod, rawMessage(nil), &reply, grpc.ForceCodec(rawCodec{})); err != nil {
+	if _, err := invokeRaw(ctx, conn, containerdVersionMethod); err != nil {
 		if status.Code(err) == codes.Unimplemented {
 			return false, nil
 		}

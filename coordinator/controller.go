@@ -79,10 +79,6 @@ type Options struct {
 // statusInterval bounds how often a pool's status is written.
 const statusInterval = time.Second
 
-// eventFlushTimeout bounds how long a stopping coordinator writes the
-// Events still queued.
-const eventFlushTimeout = 5 * time.Second
-
 // Controller grants update slots. Run it only while holding leadership.
 type Controller struct {
 	opts    Options
@@ -178,7 +174,7 @@ func New(opts Options) *Controller {
 	}
 	c.events = opts.Client.NewRecorder(context.Background(), corev1.EventSource{Component: "nodeward-coordinator"},
 		kube.RecorderOptions{Log: opts.Log})
-	c.stopEvents = func() { c.events.Shutdown(eventFlushTimeout) }
+	c.stopEvents = func() { c.events.Shutdown(kube.RecorderFlushTimeout) }
 	enqueueAll := func(any) { c.enqueuePools() }
 	// An update re-plans only when it can change a plan. At 10,000 nodes
 	// the agents renew 125 Leases a second and a pass takes 8 ms in

@@ -69,6 +69,9 @@ const (
 	// are dropped; recorderKeep bounds the identical-Event memory.
 	recorderQueue = 1000
 	recorderKeep  = 4096
+	// RecorderFlushTimeout is how long a stopping process gives Shutdown
+	// to write the Events still queued.
+	RecorderFlushTimeout = 5 * time.Second
 )
 
 // eventKey identifies identical Events of one source.
@@ -124,6 +127,15 @@ func (r *Recorder) Event(object *corev1.ObjectReference, eventType, reason, mess
 		return
 	}
 	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return
+	}
+	if !r.allow(spamKey{object: *object, eventType: eventType}, now) {
+		r.log.Debug("event dropped by the spam filter", "object", object.Name, "reason", reason)
+		return
+	}
 	namespace := object.Namespace
 	if namespace == "" {
 		namespace = metav1.NamespaceDefault
@@ -144,15 +156,6 @@ func (r *Recorder) Event(object *corev1.ObjectReference, eventType, reason, mess
 		Source:              r.source,
 		ReportingController: r.source.Component,
 		ReportingInstance:   r.source.Host,
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.stopped {
-		return
-	}
-	if !r.allow(spamKey{object: *object, eventType: eventType}, now) {
-		r.log.Debug("event dropped by the spam filter", "object", object.Name, "reason", reason)
-		return
 	}
 	select {
 	case r.queue <- event:

@@ -66,7 +66,7 @@ func runDrain(cmd *cobra.Command, g *globals, f drainFlags, nodes []string) erro
 	}
 	recorder := client.NewRecorder(cmd.Context(), corev1.EventSource{Component: "nodeward-drain"},
 		kube.RecorderOptions{Log: g.logger})
-	defer recorder.Shutdown(5 * time.Second)
+	defer recorder.Shutdown(kube.RecorderFlushTimeout)
 	for i, node := range nodes {
 		err := drainNode(cmd, client, drain.Config{Client: client, Node: node, Options: opts, Log: g.logger,
 			Recorder: recorder}, f)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,6 +55,6 @@ func (e *NodeEvents) Event(node *corev1.Node, warning bool, reason, message stri
 // Recorder is the recorder behind the sink, for the drain package's Events.
 func (e *NodeEvents) Recorder() *kube.Recorder { return e.recorder }
 
-// Stop writes the Events still queued, for at most five seconds, and
-// stops the recorder.
-func (e *NodeEvents) Stop() { e.recorder.Shutdown(5 * time.Second) }
+// Stop writes the Events still queued, for at most
+// kube.RecorderFlushTimeout, and stops the recorder.
+func (e *NodeEvents) Stop() { e.recorder.Shutdown(kube.RecorderFlushTimeout) }

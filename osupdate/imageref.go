@@ -223,8 +223,18 @@ func validateTag(t string) error {
 }
 
 // digestHexLen is the length of the lowercase hex encoding of each digest
-// algorithm go-digest validates.
-var digestHexLen = map[string]int{"sha256": 64, "sha384": 96, "sha512": 128}
+// algorithm go-digest validates; known is false for any other.
+func digestHexLen(alg string) (n int, known bool) {
+	switch alg {
+	case "sha256":
+		return 64, true
+	case "sha384":
+		return 96, true
+	case "sha512":
+		return 128, true
+	}
+	return 0, false
+}
 
 // validateDigest accepts ALGORITHM:ENCODED as go-digest validates it for
 // an image reference: sha256, sha384 or sha512, each with its number of
@@ -235,7 +245,7 @@ func validateDigest(d string) error {
 	if !ok || alg == "" || enc == "" {
 		return fmt.Errorf("digest %q: want algorithm:hex", d)
 	}
-	n, known := digestHexLen[alg]
+	n, known := digestHexLen(alg)
 	if !known {
 		if !validDigestAlgorithm(alg) || strings.Trim(enc, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789=_-") != "" {
 			return fmt.Errorf("digest %q: invalid format (want algorithm:hex)", d)

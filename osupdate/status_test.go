@@ -23,6 +23,17 @@ func fixtureFiles(t testing.TB) []string {
 	return files
 }
 
+// addFixtureSeeds seeds a fuzz target with the real fixtures.
+func addFixtureSeeds(f *testing.F) {
+	for _, file := range fixtureFiles(f) {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+}
+
 // parsedFixture reads a fixture and parses it, failing the test if either fails.
 func parsedFixture(t testing.TB, f string) ([]byte, *Status) {
 	t.Helper()
@@ -101,13 +112,7 @@ func TestParseStatusRejects(t *testing.T) {
 }
 
 func FuzzParseStatus(f *testing.F) {
-	for _, file := range fixtureFiles(f) {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
+	addFixtureSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		st, err := ParseStatus(data)
 		if err != nil {
@@ -316,13 +321,7 @@ var statusVariations = []string{
 // FuzzParseStatusAgainstLibrary checks on arbitrary input that ParseStatus
 // and the library-based parser agree (compareWithLibrary).
 func FuzzParseStatusAgainstLibrary(f *testing.F) {
-	for _, file := range fixtureFiles(f) {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
+	addFixtureSeeds(f)
 	for _, in := range statusVariations {
 		f.Add([]byte(in))
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/test/cluster"
@@ -20,24 +20,6 @@ import (
 var env cluster.Env
 
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
-
-// clock is a settable clock for the spam filter.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // eventsAbout lists the Events of the default namespace about the object name.
 func eventsAbout(t *testing.T, cp *cluster.ControlPlane, name string) []corev1.Event {
@@ -97,14 +79,14 @@ func TestRecorderSpamFilter(t *testing.T) {
 	cp := env.ControlPlane(t)
 	name := fmt.Sprintf("recorder-spam-%d", time.Now().UnixNano())
 	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: name, UID: types.UID(name)}
-	clk := &clock{now: time.Now()}
+	clk := testingclock.NewFakeClock(time.Now())
 	r := cp.Kube().NewRecorder(context.Background(), corev1.EventSource{Component: "nodeward-test"}, kube.RecorderOptions{Now: clk.Now})
 	for i := range kube.RecorderBurst + 10 {
-		clk.Add(time.Millisecond)
+		clk.Step(time.Millisecond)
 		r.Eventf(ref, corev1.EventTypeNormal, "Flap", "flap %d", i)
 	}
 	r.Event(ref, corev1.EventTypeWarning, "Broken", "a warning has its own budget")
-	clk.Add(kube.RecorderRefill)
+	clk.Step(kube.RecorderRefill)
 	r.Event(ref, corev1.EventTypeNormal, "Flap", "after the refill")
 	r.Event(ref, corev1.EventTypeNormal, "Flap", "past the refill's one token")
 	r.Shutdown(30 * time.Second)

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +21,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodeward/nodeward/api/kube/metricsauth"
 	"github.com/nodeward/nodeward/test/cluster"
@@ -46,19 +46,6 @@ func (c *reviewCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 		c.sar.Add(1)
 	}
 	return c.next.RoundTrip(r)
-}
-
-// clock is a settable clock for the cache's TTLs.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }
 
 // serve runs the shape both components serve: /metrics protected, /readyz
@@ -166,7 +153,7 @@ func TestKubernetesMode(t *testing.T) {
 		rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "scraper", Namespace: ns})
 	stranger := serviceAccountToken(ctx, t, cp, ns, "stranger")
 
-	clk := &clock{now: time.Now()}
+	clk := testingclock.NewFakeClock(time.Now())
 	e, err := metricsauth.Setup(metricsauth.Config{Mode: metricsauth.Kubernetes,
 		Options: metricsauth.Options{Now: clk.Now, AllowTTL: 2 * time.Minute, DenyTTL: 10 * time.Second}}, rc, nil)
 	if err != nil {
@@ -203,7 +190,7 @@ func TestKubernetesMode(t *testing.T) {
 	if tokens != 3 || sars != 2 {
 		t.Errorf("reviews so far: %d TokenReviews, %d SubjectAccessReviews; want 3 and 2", tokens, sars)
 	}
-	clk.Add(5 * time.Second)
+	clk.Step(5 * time.Second)
 	for _, c := range []struct {
 		token string
 		want  int
@@ -217,13 +204,13 @@ func TestKubernetesMode(t *testing.T) {
 	}
 	// Past the deny TTL the refused tokens are reviewed again; the allowed
 	// one only past the allow TTL.
-	clk.Add(10 * time.Second)
+	clk.Step(10 * time.Second)
 	get(t, client, base+"/metrics", scraper)
 	get(t, client, base+"/metrics", stranger)
 	if n := count.tokens.Load(); n != tokens+1 {
 		t.Errorf("past the deny TTL: %d more TokenReviews, want 1 (the refused token's)", n-tokens)
 	}
-	clk.Add(2 * time.Minute)
+	clk.Step(2 * time.Minute)
 	if code, _ := get(t, client, base+"/metrics", scraper); code != http.StatusOK {
 		t.Errorf("scrape past the allow TTL: %d, want 200", code)
 	}

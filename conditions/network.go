@@ -64,19 +64,23 @@ func (c *NetworkConfig) validate(prefix string, errs *FieldErrors) {
 	errs.positive(prefix+"relistInterval", c.RelistInterval)
 }
 
-// networkMetrics: the verdict as a gauge, and the re-opened subscriptions.
+// networkMetrics: the verdict as a gauge, the event socket's overflows and
+// its re-openings.
 type networkMetrics struct {
 	up           prometheus.Gauge
+	overflows    prometheus.Counter
 	resubscribes prometheus.Counter
 }
 
 func newNetworkMetrics(reg prometheus.Registerer) *networkMetrics {
 	m := &networkMetrics{
 		up: gauge("network_up", "1 when a default route leaves through an up link with carrier and a global address."),
+		overflows: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodeward_netlink_overflows_total",
+			Help: "Overflows of the netlink event socket (ENOBUFS after a burst): events were dropped, and the probe sampled the whole state instead."}),
 		resubscribes: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodeward_netlink_resubscribes_total",
-			Help: "Netlink subscriptions re-opened after their channel closed (ENOBUFS after a burst, for one)."}),
+			Help: "Netlink event sockets re-opened after a receive error other than an overflow."}),
 	}
-	reg.MustRegister(m.up, m.resubscribes)
+	reg.MustRegister(m.up, m.overflows, m.resubscribes)
 	return m
 }
 
@@ -93,8 +97,10 @@ type NetworkProbe struct {
 	ns netns.NsHandle
 
 	// initialBuffer is the first netlink receive buffer (tests shrink it
-	// to provoke ENOBUFS); resubscribes counts re-opened subscriptions.
+	// to provoke ENOBUFS); overflows counts them, resubscribes the event
+	// sockets re-opened after another error.
 	initialBuffer int
+	overflows     atomic.Int64
 	resubscribes  atomic.Int64
 	// unprivileged is set once a subscription as root failed with EPERM
 	// (no CAP_NET_ADMIN); later ones use an ordinary buffer at once.

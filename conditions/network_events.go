@@ -6,56 +6,81 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"syscall"
+	"runtime"
 	"time"
 
-	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 const (
 	netlinkInitialBuffer = 256 << 10
 	netlinkMaxBuffer     = 8 << 20
+	// netlinkReadBuffer is what one read takes from the socket. The probe
+	// only needs to know that something changed, not what: a longer
+	// message is truncated by the kernel and its rest dropped, which is
+	// fine.
+	netlinkReadBuffer = 4 << 10
 )
 
-// Watch subscribes to link, address and route changes and wakes the probe
-// on each. A subscription channel closes on any receive error (ENOBUFS
-// after a burst included); the set is then re-opened with ListExisting, so
-// nothing changed meanwhile is missed, and a larger buffer.
+// netlinkGroups are the rtnetlink multicast groups whose messages wake the
+// probe: links, IPv4 and IPv6 addresses, IPv4 and IPv6 routes.
+var netlinkGroups = [...]uint{unix.RTNLGRP_LINK, unix.RTNLGRP_IPV4_IFADDR, unix.RTNLGRP_IPV6_IFADDR,
+	unix.RTNLGRP_IPV4_ROUTE, unix.RTNLGRP_IPV6_ROUTE}
+
+// Watch wakes the probe on every link, address and route change, through
+// one netlink socket bound to the five multicast groups and read through
+// the runtime's poller. It does not decode the messages: a wake-up makes
+// the probe sample the whole state, so one read drains every queued
+// message and wakes it once.
+//
+// Why not the netlink library's three subscriptions, as before: each held
+// two goroutines and a 64 KiB receive buffer in the agent's memory (#21,
+// docs/benchmarks.md), to deliver decoded updates nobody read.
+//
+// An overflow (ENOBUFS: the kernel dropped messages after a burst) loses
+// nothing here, since the wake-up samples everything; the buffer is doubled
+// up to netlinkMaxBuffer so that a repeated burst overflows less. Any other
+// receive error re-opens the socket.
 func (p *NetworkProbe) Watch(ctx context.Context, wake chan<- struct{}) error {
 	buffer := p.initialBuffer
-	sub, err := p.subscribe(buffer)
+	sock, err := p.subscribe(buffer)
 	if err != nil {
 		return err
 	}
-	defer func() { sub.close() }()
-	wakeUp(wake) // a full sample, whether or not the subscription listed
+	defer func() { sock.close() }()
+	stop := context.AfterFunc(ctx, sock.close)
+	wakeUp(wake) // a full sample, whatever changed before the socket existed
 	for {
-		var ok bool
-		select {
-		case <-ctx.Done():
+		err := sock.wait()
+		if ctx.Err() != nil {
 			return nil
-		case _, ok = <-sub.links:
-		case _, ok = <-sub.addrs:
-		case _, ok = <-sub.routes:
 		}
 		wakeUp(wake)
-		if ok {
+		switch {
+		case err == nil:
+			continue
+		case errors.Is(err, unix.ENOBUFS):
+			buffer = min(buffer*2, netlinkMaxBuffer)
+			p.overflows.Add(1)
+			p.metrics.overflows.Inc()
+			if err := p.setReceiveBuffer(sock.fd, buffer); err != nil {
+				slog.Warn("netlink: cannot enlarge the receive buffer after an overflow", "probe", p.Name(), "buffer", buffer, "err", err)
+			}
 			continue
 		}
-		// One channel closed: replace all three, so that no
-		// subscription is left half-alive.
-		sub.close()
-		buffer = min(buffer*2, netlinkMaxBuffer)
+		slog.Info("netlink receive failed; re-opening the socket", "probe", p.Name(), "err", err)
+		stop()
+		sock.close()
 		p.resubscribes.Add(1)
 		p.metrics.resubscribes.Inc()
-		slog.Info("netlink subscription closed; resubscribing", "probe", p.Name(), "receiveBuffer", buffer)
-		if sub, err = p.resubscribe(ctx, buffer); err != nil {
+		if sock, err = p.resubscribe(ctx, buffer); err != nil {
 			return err
 		}
-		if sub == nil {
+		if sock == nil {
 			return nil
 		}
+		stop = context.AfterFunc(ctx, sock.close)
 		wakeUp(wake)
 	}
 }
@@ -63,11 +88,11 @@ func (p *NetworkProbe) Watch(ctx context.Context, wake chan<- struct{}) error {
 // resubscribe retries until it succeeds or ctx ends (nil, nil); a netlink
 // socket can fail to open under memory pressure, which is no reason to stop
 // watching.
-func (p *NetworkProbe) resubscribe(ctx context.Context, buffer int) (*subscription, error) {
+func (p *NetworkProbe) resubscribe(ctx context.Context, buffer int) (*eventSocket, error) {
 	for {
-		sub, err := p.subscribe(buffer)
+		sock, err := p.subscribe(buffer)
 		if err == nil {
-			return sub, nil
+			return sock, nil
 		}
 		slog.Warn("netlink resubscribe failed; relying on the relist until it works", "err", err)
 		select {
@@ -78,95 +103,126 @@ func (p *NetworkProbe) resubscribe(ctx context.Context, buffer int) (*subscripti
 	}
 }
 
-type subscription struct {
-	done   chan struct{}
-	links  chan netlink.LinkUpdate
-	addrs  chan netlink.AddrUpdate
-	routes chan netlink.RouteUpdate
+// eventSocket is a non-blocking rtnetlink socket bound to netlinkGroups,
+// registered with the runtime's poller through an os.File.
+type eventSocket struct {
+	fd   int
+	file *os.File
+	buf  []byte
 }
 
-// close stops the receivers and drains what they still hold so that none
-// stays blocked on a send.
-func (s *subscription) close() {
-	if s == nil {
-		return
+// wait blocks until at least one message arrived, then reads every queued
+// one. It returns the receive error, if any (ENOBUFS after an overflow),
+// or the poller's when the socket was closed.
+func (s *eventSocket) wait() error {
+	conn, err := s.file.SyscallConn()
+	if err != nil {
+		return err
 	}
-	close(s.done)
-	go func() {
-		for range s.links {
+	var received bool
+	var recvErr error
+	err = conn.Read(func(fd uintptr) bool {
+		for {
+			_, _, recvErr = unix.Recvfrom(int(fd), s.buf, unix.MSG_DONTWAIT)
+			switch recvErr {
+			case nil:
+				received = true
+			case unix.EINTR:
+			case unix.EAGAIN:
+				recvErr = nil
+				return received // nothing yet: wait for the poller
+			default:
+				return true
+			}
 		}
-	}()
-	go func() {
-		for range s.addrs {
-		}
-	}()
-	go func() {
-		for range s.routes {
-		}
-	}()
+	})
+	if recvErr != nil {
+		return recvErr
+	}
+	return err
 }
 
-// subscribe opens the link, address and route subscriptions. As root it
-// forces the receive buffer (SO_RCVBUFFORCE, past net.core.rmem_max) and
-// asks for the existing objects (ListExisting), both of which need
-// CAP_NET_ADMIN (the library sends the dump request to the subscription's
-// multicast groups). Where that is not permitted — a DaemonSet that drops
-// the capability, a hardened unit — it falls back to an ordinary buffer
-// without the listing: events are still delivered, and Watch wakes the
-// probe after every (re)subscription, so a full sample takes the listing's
-// place.
-func (p *NetworkProbe) subscribe(buffer int) (*subscription, error) {
-	privileged := os.Geteuid() == 0 && !p.unprivileged.Load()
-	sub, err := p.subscribeWith(buffer, privileged)
-	if err != nil && privileged && errors.Is(err, syscall.EPERM) {
+// close closes the socket; a wait in progress returns. It may be called
+// more than once.
+func (s *eventSocket) close() { _ = s.file.Close() }
+
+// subscribe opens the event socket. As root it forces the receive buffer
+// (SO_RCVBUFFORCE, past net.core.rmem_max), which needs CAP_NET_ADMIN.
+// Where that is not permitted — a DaemonSet that drops the capability, a
+// hardened unit — it falls back to an ordinary buffer (net.core.rmem_max at
+// most): events still arrive, and an overflow costs only a full sample.
+func (p *NetworkProbe) subscribe(buffer int) (*eventSocket, error) {
+	fd, err := p.openEventSocket()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.setReceiveBuffer(fd, buffer); err != nil {
+		_ = unix.Close(fd)
+		return nil, err
+	}
+	return &eventSocket{fd: fd, file: os.NewFile(uintptr(fd), "netlink-route-events"), buf: make([]byte, netlinkReadBuffer)}, nil
+}
+
+// openEventSocket opens the non-blocking socket in the probe's network
+// namespace and binds it to the groups.
+func (p *NetworkProbe) openEventSocket() (int, error) {
+	open := func() (int, error) {
+		fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_ROUTE)
+		if err != nil {
+			return -1, fmt.Errorf("open netlink event socket: %w", err)
+		}
+		addr := &unix.SockaddrNetlink{Family: unix.AF_NETLINK}
+		for _, g := range netlinkGroups {
+			addr.Groups |= 1 << (g - 1)
+		}
+		if err := unix.Bind(fd, addr); err != nil {
+			_ = unix.Close(fd)
+			return -1, fmt.Errorf("subscribe to link, address and route changes: %w", err)
+		}
+		return fd, nil
+	}
+	if !p.ns.IsOpen() {
+		return open()
+	}
+	// A socket belongs to the namespace of the thread that opened it, and
+	// keeps it: open it on a thread of its own that enters the namespace
+	// and is never unlocked, so the thread ends with the goroutine and no
+	// other goroutine runs in the wrong namespace.
+	type opened struct {
+		fd  int
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := netns.Set(p.ns); err != nil {
+			ch <- opened{-1, fmt.Errorf("enter network namespace for the netlink event socket: %w", err)}
+			return
+		}
+		fd, err := open()
+		ch <- opened{fd, err}
+	}()
+	o := <-ch
+	return o.fd, o.err
+}
+
+// setReceiveBuffer sizes the socket's receive buffer: forced as root unless
+// that was refused once (no CAP_NET_ADMIN), else the ordinary option.
+func (p *NetworkProbe) setReceiveBuffer(fd, size int) error {
+	if os.Geteuid() == 0 && !p.unprivileged.Load() {
+		err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, size)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EPERM) {
+			return fmt.Errorf("set the netlink receive buffer to %d bytes: %w", size, err)
+		}
 		p.unprivileged.Store(true)
-		slog.Info("netlink: no CAP_NET_ADMIN to force the receive buffer; subscribing with an ordinary buffer",
-			"probe", p.Name(), "buffer", buffer)
-		return p.subscribeWith(buffer, false)
+		slog.Info("netlink: no CAP_NET_ADMIN to force the receive buffer; using an ordinary buffer",
+			"probe", p.Name(), "buffer", size)
 	}
-	return sub, err
-}
-
-func (p *NetworkProbe) subscribeWith(buffer int, privileged bool) (*subscription, error) {
-	force, listExisting := privileged, privileged
-	sub := &subscription{
-		done:   make(chan struct{}),
-		links:  make(chan netlink.LinkUpdate, 64),
-		addrs:  make(chan netlink.AddrUpdate, 64),
-		routes: make(chan netlink.RouteUpdate, 64),
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, size); err != nil {
+		return fmt.Errorf("set the netlink receive buffer to %d bytes: %w", size, err)
 	}
-	var ns *netns.NsHandle
-	if p.ns.IsOpen() {
-		ns = &p.ns
-	}
-	onError := func(err error) { slog.Debug("netlink receive error", "probe", p.Name(), "err", err) }
-	subscribed := 0
-	fail := func(what string, err error) (*subscription, error) {
-		// Channels never handed to netlink are closed here, the others by
-		// their receivers once done closes.
-		unsubscribed := []func(){func() { close(sub.links) }, func() { close(sub.addrs) }, func() { close(sub.routes) }}
-		for _, closeChannel := range unsubscribed[subscribed:] {
-			closeChannel()
-		}
-		sub.close()
-		return nil, fmt.Errorf("subscribe to %s changes: %w", what, err)
-	}
-	if err := netlink.LinkSubscribeWithOptions(sub.links, sub.done, netlink.LinkSubscribeOptions{
-		Namespace: ns, ListExisting: listExisting, ReceiveBufferSize: buffer, ReceiveBufferForceSize: force, ErrorCallback: onError,
-	}); err != nil {
-		return fail("link", err)
-	}
-	subscribed++
-	if err := netlink.AddrSubscribeWithOptions(sub.addrs, sub.done, netlink.AddrSubscribeOptions{
-		Namespace: ns, ListExisting: listExisting, ReceiveBufferSize: buffer, ReceiveBufferForceSize: force, ErrorCallback: onError,
-	}); err != nil {
-		return fail("address", err)
-	}
-	subscribed++
-	if err := netlink.RouteSubscribeWithOptions(sub.routes, sub.done, netlink.RouteSubscribeOptions{
-		Namespace: ns, ListExisting: listExisting, ReceiveBufferSize: buffer, ReceiveBufferForceSize: force, ErrorCallback: onError,
-	}); err != nil {
-		return fail("route", err)
-	}
-	return sub, nil
+	return nil
 }

@@ -101,6 +101,7 @@ func TestMetricsKeepTheirNamesAndLabels(t *testing.T) {
 		"nodeward_filesystem_size_bytes{device,mountpoint}",
 		"nodeward_memory_available_bytes{}",
 		"nodeward_memory_total_bytes{}",
+		"nodeward_netlink_overflows_total{}",
 		"nodeward_netlink_resubscribes_total{}",
 		"nodeward_network_up{}",
 		"nodeward_node_condition{condition,status}",

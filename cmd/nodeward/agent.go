@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -33,6 +34,7 @@ func newAgentCommand(g *globals) *cobra.Command {
 		mcoDrainDegrade time.Duration
 		syncWarn        time.Duration
 		releaseStartup  bool
+		maxProcs        int
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -43,6 +45,9 @@ func newAgentCommand(g *globals) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := host.validate(); err != nil {
+				return usageError(err)
+			}
+			if err := setMaxProcs(maxProcs, cmd.Flags().Changed("gomaxprocs")); err != nil {
 				return usageError(err)
 			}
 			cfg, err := flags.load(cmd, g.logger)
@@ -100,8 +105,29 @@ func newAgentCommand(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&stateDir, "state-dir", "/var/lib/nodeward", "update state directory; must survive reboots")
 	cmd.Flags().BoolVar(&releaseStartup, "release-startup-memory", true,
 		"once ready, unmap the pages of the executable that only start-up used and free start-up's heap (lowers the idle RSS by about a fifth; docs/agent.md)")
+	cmd.Flags().IntVar(&maxProcs, "gomaxprocs", 1,
+		"how many threads run the agent's Go code at once (GOMAXPROCS); 0 keeps Go's default (the CPUs, or the container's CPU limit). "+
+			"The environment's GOMAXPROCS is used instead when set and this flag is not given")
 	registerSyncWarning(cmd, &syncWarn)
 	return cmd
+}
+
+// setMaxProcs applies --gomaxprocs. The agent's work is waiting (on the API
+// server, netlink, PSI, D-Bus) with small bursts of computation, and one
+// processor is enough for it: each further one keeps its own allocation
+// caches and can wake a thread of its own, memory the agent keeps on every
+// node of the fleet. node_exporter, the agent operators compare nodeward
+// with, defaults to one as well (--runtime.gomaxprocs). Measured in
+// docs/benchmarks.md ("Agent RSS").
+func setMaxProcs(n int, given bool) error {
+	if n < 0 {
+		return fmt.Errorf("--gomaxprocs %d: must be 0 (Go's default) or more", n)
+	}
+	if n == 0 || (!given && os.Getenv("GOMAXPROCS") != "") {
+		return nil
+	}
+	runtime.GOMAXPROCS(n)
+	return nil
 }
 
 // registerSyncWarning adds the hidden --sync-warning-interval (tests make

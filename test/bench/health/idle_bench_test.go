@@ -130,6 +130,9 @@ func BenchmarkAgentIdle(b *testing.B) {
 		b.ReportMetric(scraped.total/peerScraped.total, "scraped-RSS/node-exporter")
 		b.ReportMetric(keptRSS.total/peerIdle.total, "no-release-RSS/node-exporter")
 	}
+	// Where the agent's anonymous memory goes, as its Go runtime counts it
+	// (go test -v); read last, since a scrape moves the RSS.
+	b.Logf("the agent's Go runtime memory after the window:\n%s", runtimeMemory(b, addr))
 	// Which parts of the binary the file-backed pages are (go test -v).
 	for _, p := range []struct {
 		name string
@@ -312,4 +315,31 @@ func apiRequests(b *testing.B, addr string) (all, writes float64) {
 		}
 	}
 	return all, writes
+}
+
+// runtimeMemory is the Go runtime's own account of a process's memory from
+// its /metrics (client_golang's Go collector): heap in use, idle and
+// released, stacks, the allocator's and the collector's metadata, and the
+// goroutine and thread counts, one per line in MiB (counts as they are).
+func runtimeMemory(b *testing.B, addr string) string {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out strings.Builder
+	s := bufio.NewScanner(resp.Body)
+	for s.Scan() {
+		name, value, ok := strings.Cut(s.Text(), " ")
+		if !ok || !(strings.HasPrefix(name, "go_memstats_") || name == "go_goroutines" || name == "go_threads") {
+			continue
+		}
+		v, _ := strconv.ParseFloat(value, 64)
+		if strings.HasSuffix(name, "_bytes") {
+			fmt.Fprintf(&out, "  %-40s %8.2f MiB\n", name, v/(1<<20))
+		} else if !strings.HasSuffix(name, "_total") {
+			fmt.Fprintf(&out, "  %-40s %8.0f\n", name, v)
+		}
+	}
+	return out.String()
 }

@@ -23,10 +23,11 @@ const (
 	netlinkReadBuffer = 4 << 10
 )
 
-// netlinkGroups are the rtnetlink multicast groups whose messages wake the
-// probe: links, IPv4 and IPv6 addresses, IPv4 and IPv6 routes.
-var netlinkGroups = [...]uint{unix.RTNLGRP_LINK, unix.RTNLGRP_IPV4_IFADDR, unix.RTNLGRP_IPV6_IFADDR,
-	unix.RTNLGRP_IPV4_ROUTE, unix.RTNLGRP_IPV6_ROUTE}
+// netlinkGroups is the bind mask of the rtnetlink multicast groups whose
+// messages wake the probe: links, IPv4 and IPv6 addresses, IPv4 and IPv6
+// routes (group n is bit n-1).
+const netlinkGroups = 1<<(unix.RTNLGRP_LINK-1) | 1<<(unix.RTNLGRP_IPV4_IFADDR-1) | 1<<(unix.RTNLGRP_IPV6_IFADDR-1) |
+	1<<(unix.RTNLGRP_IPV4_ROUTE-1) | 1<<(unix.RTNLGRP_IPV6_ROUTE-1)
 
 // Watch wakes the probe on every link, address and route change, through
 // one netlink socket bound to the five multicast groups and read through
@@ -171,10 +172,7 @@ func (p *NetworkProbe) openEventSocket() (int, error) {
 		if err != nil {
 			return -1, fmt.Errorf("open netlink event socket: %w", err)
 		}
-		addr := &unix.SockaddrNetlink{Family: unix.AF_NETLINK}
-		for _, g := range netlinkGroups {
-			addr.Groups |= 1 << (g - 1)
-		}
+		addr := &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: netlinkGroups}
 		if err := unix.Bind(fd, addr); err != nil {
 			_ = unix.Close(fd)
 			return -1, fmt.Errorf("subscribe to link, address and route changes: %w", err)

@@ -159,6 +159,11 @@ func New(opts Options) *Controller {
 			return poolAPI.Watch(ctx, o)
 		},
 	}), &unstructured.Unstructured{}, 0, cache.Indexers{})
+	// What the coordinator never reads is dropped before it is cached
+	// (trim.go). SetTransform fails only on an informer already started,
+	// and these two start in Run.
+	_ = nodes.SetTransform(trimNode)
+	_ = leases.SetTransform(trimLease)
 	c := &Controller{
 		opts:          opts,
 		stall:         stall,

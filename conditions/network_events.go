@@ -112,26 +112,33 @@ type eventSocket struct {
 	buf  []byte
 }
 
+// netlinkBatch bounds the messages one wait reads: under a steady stream
+// of changes (a flapping link, a routing daemon's churn) the socket might
+// never run empty, and the probe must still be woken.
+const netlinkBatch = 256
+
 // wait blocks until at least one message arrived, then reads every queued
-// one. It returns the receive error, if any (ENOBUFS after an overflow),
-// or the poller's when the socket was closed.
+// one, netlinkBatch at most. It returns the receive error, if any (ENOBUFS
+// after an overflow), or the poller's when the socket was closed.
 func (s *eventSocket) wait() error {
 	conn, err := s.file.SyscallConn()
 	if err != nil {
 		return err
 	}
-	var received bool
+	received := 0
 	var recvErr error
 	err = conn.Read(func(fd uintptr) bool {
 		for {
 			_, _, recvErr = unix.Recvfrom(int(fd), s.buf, unix.MSG_DONTWAIT)
 			switch recvErr {
 			case nil:
-				received = true
+				if received++; received >= netlinkBatch {
+					return true
+				}
 			case unix.EINTR:
 			case unix.EAGAIN:
 				recvErr = nil
-				return received // nothing yet: wait for the poller
+				return received > 0 // nothing yet: wait for the poller
 			default:
 				return true
 			}

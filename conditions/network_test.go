@@ -250,3 +250,50 @@ func TestNetworkProbeSubscribesWithoutCapNetAdmin(t *testing.T) {
 		t.Fatalf("no netlink event within 5 s of nw1 going down: %v", err)
 	}
 }
+
+// TestEventSocketWakesUnderAStream: with more messages queued than one
+// wait reads, wait still returns (so the probe is woken) after
+// netlinkBatch of them, and leaves the rest for the next wait. A
+// datagram socket pair stands in for the netlink socket: wait only reads.
+func TestEventSocketWakesUnderAStream(t *testing.T) {
+	t.Parallel()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Close(fds[1]) })
+	if err := unix.SetsockoptInt(fds[1], unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20); err != nil {
+		t.Fatal(err)
+	}
+	const queued = 3 * netlinkBatch / 2
+	for i := range queued {
+		if _, err := unix.Write(fds[1], []byte{byte(i)}); err != nil {
+			t.Fatalf("queue message %d: %v", i, err)
+		}
+	}
+	sock := &eventSocket{fd: fds[0], file: os.NewFile(uintptr(fds[0]), "stream"), buf: make([]byte, netlinkReadBuffer)}
+	t.Cleanup(sock.close)
+	done := make(chan error, 1)
+	go func() { done <- sock.wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("wait did not return with messages queued")
+	}
+	left := 0
+	for {
+		if _, _, err := unix.Recvfrom(fds[0], make([]byte, 16), unix.MSG_DONTWAIT); err != nil {
+			break
+		}
+		left++
+	}
+	if left != queued-netlinkBatch {
+		t.Errorf("%d messages left after one wait, want %d (it reads %d at most)", left, queued-netlinkBatch, netlinkBatch)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"syscall"
 	"time"
 
 	"github.com/vishvananda/netns"
@@ -105,11 +106,25 @@ func (p *NetworkProbe) resubscribe(ctx context.Context, buffer int) (*eventSocke
 }
 
 // eventSocket is a non-blocking rtnetlink socket bound to netlinkGroups,
-// registered with the runtime's poller through an os.File.
+// registered with the runtime's poller through an os.File. fd is kept
+// apart because os.File.Fd would put the socket back into blocking mode.
 type eventSocket struct {
 	fd   int
 	file *os.File
+	conn syscall.RawConn
 	buf  []byte
+}
+
+// newEventSocket wraps a non-blocking socket; the eventSocket owns fd from
+// then on, also when it fails.
+func newEventSocket(fd int, name string) (*eventSocket, error) {
+	file := os.NewFile(uintptr(fd), name)
+	conn, err := file.SyscallConn()
+	if err != nil {
+		_ = file.Close()
+		return nil, fmt.Errorf("register %s with the poller: %w", name, err)
+	}
+	return &eventSocket{fd: fd, file: file, conn: conn, buf: make([]byte, netlinkReadBuffer)}, nil
 }
 
 // netlinkBatch bounds the messages one wait reads: under a steady stream
@@ -121,13 +136,9 @@ const netlinkBatch = 256
 // one, netlinkBatch at most. It returns the receive error, if any (ENOBUFS
 // after an overflow), or the poller's when the socket was closed.
 func (s *eventSocket) wait() error {
-	conn, err := s.file.SyscallConn()
-	if err != nil {
-		return err
-	}
 	received := 0
 	var recvErr error
-	err = conn.Read(func(fd uintptr) bool {
+	err := s.conn.Read(func(fd uintptr) bool {
 		for {
 			_, _, recvErr = unix.Recvfrom(int(fd), s.buf, unix.MSG_DONTWAIT)
 			switch recvErr {
@@ -168,7 +179,7 @@ func (p *NetworkProbe) subscribe(buffer int) (*eventSocket, error) {
 		_ = unix.Close(fd)
 		return nil, err
 	}
-	return &eventSocket{fd: fd, file: os.NewFile(uintptr(fd), "netlink-route-events"), buf: make([]byte, netlinkReadBuffer)}, nil
+	return newEventSocket(fd, "netlink-route-events")
 }
 
 // openEventSocket opens the non-blocking socket in the probe's network

@@ -274,7 +274,10 @@ func TestEventSocketWakesUnderAStream(t *testing.T) {
 			t.Fatalf("queue message %d: %v", i, err)
 		}
 	}
-	sock := &eventSocket{fd: fds[0], file: os.NewFile(uintptr(fds[0]), "stream"), buf: make([]byte, netlinkReadBuffer)}
+	sock, err := newEventSocket(fds[0], "stream")
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(sock.close)
 	done := make(chan error, 1)
 	go func() { done <- sock.wait() }()

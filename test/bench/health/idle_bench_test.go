@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -244,17 +243,28 @@ func serve(b *testing.B, logPath, ready, bin string, args ...string) *exec.Cmd {
 
 // scrape reads the peer's /metrics once, as Prometheus would.
 func (n *nodeExporter) scrape(b *testing.B) {
-	if n == nil {
-		return
+	if n != nil {
+		scrapeLines(b, n.addr)
 	}
-	resp, err := http.Get("http://" + n.addr + "/metrics")
+}
+
+// scrapeLines reads addr's /metrics whole, as Prometheus would, and
+// returns its lines.
+func scrapeLines(b *testing.B, addr string) []string {
+	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		b.Fatal(err)
+	var lines []string
+	s := bufio.NewScanner(resp.Body)
+	for s.Scan() {
+		lines = append(lines, s.Text())
 	}
+	if err := s.Err(); err != nil {
+		b.Fatalf("read %s/metrics: %v", addr, err)
+	}
+	return lines
 }
 
 func cpuSeconds(b *testing.B, pid int) float64 {
@@ -297,14 +307,7 @@ func fileMB(b *testing.B, path string) float64 {
 // apiRequests sums nodeward_api_requests_total: all methods, and the
 // writing ones.
 func apiRequests(b *testing.B, addr string) (all, writes float64) {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer resp.Body.Close()
-	s := bufio.NewScanner(resp.Body)
-	for s.Scan() {
-		line := s.Text()
+	for _, line := range scrapeLines(b, addr) {
 		if !strings.HasPrefix(line, "nodeward_api_requests_total{") {
 			continue
 		}
@@ -322,15 +325,9 @@ func apiRequests(b *testing.B, addr string) (all, writes float64) {
 // released, stacks, the allocator's and the collector's metadata, and the
 // goroutine and thread counts, one per line in MiB (counts as they are).
 func runtimeMemory(b *testing.B, addr string) string {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var out strings.Builder
-	s := bufio.NewScanner(resp.Body)
-	for s.Scan() {
-		name, value, ok := strings.Cut(s.Text(), " ")
+	for _, line := range scrapeLines(b, addr) {
+		name, value, ok := strings.Cut(line, " ")
 		if !ok || !(strings.HasPrefix(name, "go_memstats_") || name == "go_goroutines" || name == "go_threads") {
 			continue
 		}

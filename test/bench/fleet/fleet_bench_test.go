@@ -21,9 +21,7 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
@@ -75,7 +73,7 @@ func BenchmarkRollout100Processes(b *testing.B) {
 		b.Fatal(err)
 	}
 	names := cp.CreateNodes(b, cluster.NodeSpec{Prefix: "fleet", Count: nodes})
-	workload(b, cp, names)
+	ns := workload(b, cp, names)
 
 	procs := map[string]*sim.ProcNode{}
 	ports, err := cluster.FreePorts(nodes)
@@ -125,6 +123,7 @@ func BenchmarkRollout100Processes(b *testing.B) {
 	b.Cleanup(func() { _ = coord.Process.Kill(); _ = coord.Wait() })
 
 	w := watchFleet(b, cp)
+	pods := watchWorkload(b, cp, ns)
 	b.ResetTimer()
 	sampler := sampleAgents(scrapes)
 	pool := &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: "fleet"}, Spec: v1alpha1.UpdatePoolSpec{
@@ -143,6 +142,9 @@ func BenchmarkRollout100Processes(b *testing.B) {
 
 	makespan, perNode, peak := w.result()
 	b.Logf("where each node's time went (grant to Done):\n%s", w.stepTimes())
+	first := w.firstGrant()
+	budget := pods.result(first, first.Add(makespan))
+	b.Logf("the workload's budget: %s", budget)
 	median := perNode[len(perNode)/2]
 	ideal := time.Duration(math.Ceil(float64(nodes)/maxUnavailable)) * median
 	minutes := makespan.Minutes()
@@ -150,6 +152,11 @@ func BenchmarkRollout100Processes(b *testing.B) {
 	b.ReportMetric(median.Seconds(), "s-median-node")
 	b.ReportMetric(ideal.Seconds(), "s-ideal")
 	b.ReportMetric(makespan.Seconds()/ideal.Seconds(), "makespan/ideal")
+	b.ReportMetric(float64(budget.evictions), "evictions")
+	b.ReportMetric(budget.bound.Seconds(), "s-pdb-bound")
+	b.ReportMetric(makespan.Seconds()/budget.bound.Seconds(), "makespan/pdb-bound")
+	b.ReportMetric(budget.readyP50.Seconds(), "s-replacement-ready-p50")
+	b.ReportMetric(budget.exhausted.Seconds()/makespan.Seconds(), "pdb-exhausted-share")
 	b.ReportMetric(float64(peak), "max-unavailable-seen")
 	b.ReportMetric(perNode[len(perNode)*9/10].Seconds(), "s-p90-node")
 	b.ReportMetric(perNode[len(perNode)-1].Seconds(), "s-max-node")
@@ -169,33 +176,6 @@ func BenchmarkRollout100Processes(b *testing.B) {
 	if peak > maxUnavailable {
 		b.Errorf("the watcher saw %d nodes unavailable at once, maxUnavailable %d", peak, maxUnavailable)
 	}
-}
-
-// workload runs two pods per node under a PDB that lets one pod in ten go.
-func workload(b *testing.B, cp *cluster.ControlPlane, names []string) {
-	b.Helper()
-	ns := cp.Namespace(b)
-	labels := map[string]string{"app": "fleet"}
-	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "fleet", Namespace: ns}, Spec: appsv1.DeploymentSpec{
-		Replicas: ptr.To(int32(2 * len(names))), Selector: &metav1.LabelSelector{MatchLabels: labels},
-		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-			NodeSelector:                  map[string]string{cluster.GroupLabel: "fleet"},
-			TerminationGracePeriodSeconds: ptr.To[int64](1),
-			Containers:                    []corev1.Container{{Name: "app", Image: "registry.invalid/app:1"}}}},
-	}}
-	ctx := context.Background()
-	if _, err := cp.Client().AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "fleet", Namespace: ns},
-		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromString("10%")), Selector: &metav1.LabelSelector{MatchLabels: labels}}}
-	if _, err := cp.Client().PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	cluster.WaitFor(b, 3*time.Minute, "the fleet's pods running", func(ctx context.Context) (bool, error) {
-		d, err := cp.Client().AppsV1().Deployments(ns).Get(ctx, "fleet", metav1.GetOptions{})
-		return err == nil && d.Status.AvailableReplicas == *dep.Spec.Replicas, err
-	})
 }
 
 // fleetWatch follows every node with an informer: when each was first
@@ -276,6 +256,13 @@ func (w *fleetWatch) done() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.doneAt)
+}
+
+// firstGrant is when the rollout's first grant was seen.
+func (w *fleetWatch) firstGrant() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.first
 }
 
 // gaps are the handoffs from a Done to the next grant, sorted.

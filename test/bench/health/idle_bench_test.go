@@ -94,7 +94,8 @@ func BenchmarkAgentIdle(b *testing.B) {
 
 	b.ResetTimer()
 	cpu0 := cpuSeconds(b, agent.Process.Pid)
-	reqs0, writes0 := apiRequests(b, addr) // the agent's first scrape
+	alloc0 := runtimeCounters(b, addr)     // the agent's first scrape
+	reqs0, writes0 := apiRequests(b, addr) // and its second
 	_, _ = apiRequests(b, addrKept)        // the other agent's
 	peer.scrape(b)                         // and the peer's
 	began := time.Now()
@@ -104,6 +105,7 @@ func BenchmarkAgentIdle(b *testing.B) {
 	elapsed := time.Since(began)
 	cpu1 := cpuSeconds(b, agent.Process.Pid)
 	idleRSS, keptRSS := readRSS(b, agent.Process.Pid), readRSS(b, agentKept.Process.Pid)
+	alloc1 := runtimeCounters(b, addr)
 	reqs1, writes1 := apiRequests(b, addr)
 	b.StopTimer()
 
@@ -148,6 +150,10 @@ func BenchmarkAgentIdle(b *testing.B) {
 	b.ReportMetric((reqs1-reqs0)/minutes, "requests/min")
 	b.ReportMetric((writes1-writes0)/minutes, "writes/min")
 	b.ReportMetric(minutes, "idle-min")
+	// What the agent allocates while idle (the one scrape in the window
+	// included) decides how soon its heap grows to the collector's goal.
+	b.ReportMetric((alloc1.allocated-alloc0.allocated)/1024/elapsed.Seconds(), "idle-alloc-KiB/s")
+	b.ReportMetric(alloc1.collections-alloc0.collections, "idle-GCs")
 	b.ReportMetric(0, "ns/op")
 }
 
@@ -339,4 +345,27 @@ func runtimeMemory(b *testing.B, addr string) string {
 		}
 	}
 	return out.String()
+}
+
+// allocation is the Go runtime's running totals: bytes allocated, and
+// collections.
+type allocation struct{ allocated, collections float64 }
+
+// runtimeCounters reads the agent's allocation totals from its /metrics.
+func runtimeCounters(b *testing.B, addr string) allocation {
+	var a allocation
+	for _, line := range scrapeLines(b, addr) {
+		name, value, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		v, _ := strconv.ParseFloat(value, 64)
+		switch name {
+		case "go_memstats_alloc_bytes_total":
+			a.allocated = v
+		case "go_gc_duration_seconds_count":
+			a.collections = v
+		}
+	}
+	return a
 }

@@ -25,7 +25,10 @@ type Config struct {
 	Client  *kube.Client
 	Node    string
 	Options Options
-	Log     *slog.Logger
+	// Log receives the drain's records, which do not name the node
+	// themselves: the logger should (the agent's does; nil is the default
+	// logger with the node).
+	Log *slog.Logger
 	// Metrics, Recorder (Events on the Node) and Progress are optional.
 	Metrics  *Metrics
 	Recorder *kube.Recorder
@@ -55,7 +58,7 @@ func New(cfg Config) (*Drainer, error) {
 		return nil, fmt.Errorf("drain options: %w", err)
 	}
 	if cfg.Log == nil {
-		cfg.Log = slog.Default()
+		cfg.Log = slog.Default().With("node", cfg.Node)
 	}
 	if cfg.ReportEvery <= 0 {
 		cfg.ReportEvery = 2 * time.Second
@@ -178,7 +181,7 @@ func (d *Drainer) Drain(ctx context.Context) (*Result, error) {
 	outcome = "drained"
 	d.metrics.setBlocked(0)
 	done := fmt.Sprintf("drained %d pods in %s", res.Plan.Pods(), time.Since(start).Round(time.Millisecond))
-	d.log.Info("drain finished", "node", d.node, "pods", res.Plan.Pods(), "evicted", res.Evicted, "forced", res.Forced)
+	d.log.Info("drain finished", "pods", res.Plan.Pods(), "evicted", res.Evicted, "forced", res.Forced)
 	d.event(corev1.EventTypeNormal, "Drained", done)
 	d.setDrained(ctx, corev1.ConditionTrue, "Drained", done)
 	return res, nil
@@ -194,7 +197,7 @@ func (r *run) round(ctx context.Context, p *Plan, round int) (outcome string, er
 	} else {
 		res.Plan.merge(p)
 		d.log.Warn("pods were bound to the node while it drained; draining them too",
-			"node", d.node, "round", round, "pods", p.describePods())
+			"round", round, "pods", p.describePods())
 		d.event(corev1.EventTypeWarning, "PodsBoundDuringDrain", truncate(fmt.Sprintf(
 			"round %d: %s were bound to the node after the drain listed its pods", round, p.describePods())))
 	}
@@ -208,7 +211,7 @@ func (r *run) round(ctx context.Context, p *Plan, round int) (outcome string, er
 	}
 	if round == 1 {
 		msg := fmt.Sprintf("draining %d pods in %d batches", p.Pods(), len(p.Batches))
-		d.log.Info("drain started", "node", d.node, "pods", p.Pods(), "batches", len(p.Batches), "finished", len(p.Finished))
+		d.log.Info("drain started", "pods", p.Pods(), "batches", len(p.Batches), "finished", len(p.Finished))
 		d.event(corev1.EventTypeNormal, "DrainStarted", msg)
 		// A drain retried after a blocked attempt keeps its blocking report
 		// until the blockers change, instead of flapping back to Draining.

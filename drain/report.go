@@ -103,7 +103,7 @@ func (s *blockerSet) publish(ctx context.Context) {
 	if !changed {
 		return
 	}
-	s.d.log.Warn("drain blocked", "node", s.d.node, "pods", len(blockers), "report", msg)
+	s.d.log.Warn("drain blocked", "pods", len(blockers), "report", msg)
 	s.d.event(corev1.EventTypeWarning, "DrainBlocked", msg)
 	s.d.setDrained(ctx, corev1.ConditionFalse, "DrainBlocked", msg)
 }
@@ -143,7 +143,7 @@ func (d *Drainer) setDrained(ctx context.Context, status corev1.ConditionStatus,
 		return
 	}
 	if err := SetCondition(ctx, d.client, d.node, ConditionDrained, status, reason, msg); err != nil {
-		d.log.Warn("cannot publish the Drained condition", "node", d.node, "error", err)
+		d.log.Warn("cannot publish the Drained condition", "error", err)
 	}
 }
 

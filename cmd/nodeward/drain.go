@@ -68,7 +68,7 @@ func runDrain(cmd *cobra.Command, g *globals, f drainFlags, nodes []string) erro
 		kube.RecorderOptions{Log: g.logger})
 	defer recorder.Shutdown(kube.RecorderFlushTimeout)
 	for i, node := range nodes {
-		err := drainNode(cmd, client, drain.Config{Client: client, Node: node, Options: opts, Log: g.logger,
+		err := drainNode(cmd, client, drain.Config{Client: client, Node: node, Options: opts, Log: g.logger.With("node", node),
 			Recorder: recorder}, f)
 		if err != nil {
 			if rest := nodes[i+1:]; len(rest) > 0 {

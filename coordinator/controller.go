@@ -81,14 +81,18 @@ const statusInterval = time.Second
 
 // Controller grants update slots. Run it only while holding leadership.
 type Controller struct {
-	opts    Options
-	stall   *kube.StallWarner
-	queue   workqueue.TypedRateLimitingInterface[string]
-	nodes   cache.SharedIndexInformer
-	leases  cache.SharedIndexInformer
-	pools   cache.SharedIndexInformer
-	mu      sync.Mutex
-	pending map[string]expectation // node → grant written, not yet in the cache
+	opts   Options
+	stall  *kube.StallWarner
+	queue  workqueue.TypedRateLimitingInterface[string]
+	nodes  cache.SharedIndexInformer
+	leases cache.SharedIndexInformer
+	// expiries are the agents' Lease expiries, kept from leases' events;
+	// expiriesSynced reports their handler has seen the first list.
+	expiries       *leaseExpiries
+	expiriesSynced cache.InformerSynced
+	pools          cache.SharedIndexInformer
+	mu             sync.Mutex
+	pending        map[string]expectation // node → grant written, not yet in the cache
 	// failures back off the nodes whose writes fail.
 	failures map[string]failure
 	grantN   int
@@ -192,6 +196,11 @@ func New(opts Options) *Controller {
 		UpdateFunc: c.onNodeUpdate,
 		DeleteFunc: c.onNode,
 	})
+	c.expiries = newLeaseExpiries()
+	// AddEventHandler fails only on a stopped informer; this one has not
+	// started.
+	reg, _ := c.leases.AddEventHandler(c.expiries.handler())
+	c.expiriesSynced = reg.HasSynced
 	_, _ = c.leases.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: enqueueAll,
 		UpdateFunc: func(o, n any) {
@@ -275,7 +284,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	go c.nodes.RunWithContext(ctx)
 	go c.leases.RunWithContext(ctx)
 	go c.pools.RunWithContext(ctx)
-	synced := []cache.InformerSynced{c.nodes.HasSynced, c.leases.HasSynced, c.pools.HasSynced}
+	synced := []cache.InformerSynced{c.nodes.HasSynced, c.leases.HasSynced, c.expiriesSynced, c.pools.HasSynced}
 	if !c.stall.WaitForSync(ctx, synced, func() []any {
 		return []any{"nodes", len(c.nodes.GetStore().ListKeys()), "pools", len(c.pools.GetStore().ListKeys())}
 	}) {
@@ -358,29 +367,6 @@ func (c *Controller) pool(key string) (*v1alpha1.UpdatePool, error) {
 		return nil, fmt.Errorf("decode UpdatePool %s: %w", key, err)
 	}
 	return &pool, nil
-}
-
-// leaseOK reports whether node's agent renewed its Lease within the
-// Lease's duration.
-func (c *Controller) leaseOK(node string, now time.Time) bool {
-	obj, exists, _ := c.leases.GetStore().GetByKey(v1alpha1.AgentLeaseNamespace + "/" + v1alpha1.AgentLeaseName(node))
-	if !exists {
-		return false
-	}
-	return leaseAlive(obj.(*coordinationv1.Lease), now)
-}
-
-// leaseAlive reports whether l was renewed within its duration at now.
-func leaseAlive(l *coordinationv1.Lease, now time.Time) bool {
-	spec := l.Spec
-	if spec.RenewTime == nil {
-		return false
-	}
-	d := time.Duration(v1alpha1.AgentLeaseDurationSeconds) * time.Second
-	if spec.LeaseDurationSeconds != nil {
-		d = time.Duration(*spec.LeaseDurationSeconds) * time.Second
-	}
-	return now.Before(spec.RenewTime.Add(d))
 }
 
 func (c *Controller) reconcile(ctx context.Context, key string) error {

@@ -39,9 +39,9 @@ func BenchmarkPlanPass(b *testing.B) {
 			cache := newViewCache()
 			b.ReportAllocs()
 			for b.Loop() {
-				view, buf, done := cache.pass(p.Name) // as Controller.input
-				in, _, err := buildInputWith(view, buf, p, pools, nodes, alive, map[string]bool{}, map[string]bool{}, now)
-				done(in.nodes)
+				pass := cache.pass(p.Name) // as Controller.input
+				in, _, err := buildInputWith(pass, p, pools, nodes, alive, map[string]bool{}, map[string]bool{}, now)
+				pass.done(in.nodes)
 				if err != nil {
 					b.Fatal(err)
 				}

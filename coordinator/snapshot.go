@@ -1,38 +1,13 @@
 package coordinator
 
 import (
-	"fmt"
 	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 )
-
-// poolSelector is one pool's node selector and target.
-type poolSelector struct {
-	name   string
-	target string
-	sel    labels.Selector
-}
-
-// selectors returns the selectors of pools. A pool whose selector does not
-// parse selects nothing (its own reconcile reports the error and grants
-// nothing).
-func selectors(pools []*v1alpha1.UpdatePool) []poolSelector {
-	var out []poolSelector
-	for _, p := range pools {
-		s, err := metav1.LabelSelectorAsSelector(p.Spec.NodeSelector)
-		if err != nil {
-			continue
-		}
-		out = append(out, poolSelector{name: p.Name, target: p.Spec.OSImage, sel: s})
-	}
-	return out
-}
 
 // cachedPools are the pools in the cache.
 func (c *Controller) cachedPools() []*v1alpha1.UpdatePool {
@@ -62,10 +37,10 @@ func (c *Controller) cachedNodes() []*corev1.Node {
 //
 // It also returns the pool's nodes whose agent is silent.
 func (c *Controller) input(pool *v1alpha1.UpdatePool, pending map[string]bool, now time.Time) (planInput, []*corev1.Node, error) {
-	view, buf, done := c.views.pass(pool.Name)
-	in, silent, err := buildInputWith(view, buf, pool, c.cachedPools(), c.cachedNodes(), func(node string) bool { return c.leaseOK(node, now) },
+	pass := c.views.pass(pool.Name)
+	in, silent, err := buildInputWith(pass, pool, c.cachedPools(), c.cachedNodes(), func(node string) bool { return c.expiries.alive(node, now) },
 		pending, c.backingOff(now), now)
-	done(in.nodes)
+	pass.done(in.nodes)
 	return in, silent, err
 }
 
@@ -73,61 +48,42 @@ func (c *Controller) input(pool *v1alpha1.UpdatePool, pending map[string]bool, n
 // reads, with no cache or API behind it (Decide, the protocol simulator).
 func buildInput(pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool, nodes []*corev1.Node, agentAlive func(string) bool,
 	pending, backoff map[string]bool, now time.Time) (planInput, []*corev1.Node, error) {
-	return buildInputWith(viewNode, nil, pool, pools, nodes, agentAlive, pending, backoff, now)
+	return buildInputWith(nil, pool, pools, nodes, agentAlive, pending, backoff, now)
 }
 
-// buildInputWith is buildInput with the nodes' views from view (viewNode,
-// or a viewCache's pass), built in buf when it is large enough.
-func buildInputWith(view func(*corev1.Node, bool, string) nodeView, buf []nodeView, pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool,
+// buildInputWith is buildInput with the nodes' selections and views from
+// a viewCache's pass (nil: built afresh), in the pass's buffer when it is
+// large enough.
+func buildInputWith(pass *viewPass, pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool,
 	nodes []*corev1.Node, agentAlive func(string) bool, pending, backoff map[string]bool, now time.Time) (planInput, []*corev1.Node, error) {
+	buf := pass.buf()
 	if cap(buf) < len(nodes) {
 		buf = make([]nodeView, 0, len(nodes))
 	}
 	in := planInput{pool: pool, pending: pending, backoff: backoff, now: now, nodes: buf[:0]}
-	if _, err := metav1.LabelSelectorAsSelector(pool.Spec.NodeSelector); err != nil {
-		return in, nil, fmt.Errorf("pool %s nodeSelector: %w", pool.Name, err)
-	}
-	var canary labels.Selector
-	if c := pool.Spec.Canary; c != nil && c.Selector != nil {
-		sel, err := metav1.LabelSelectorAsSelector(c.Selector)
-		if err != nil {
-			return in, nil, fmt.Errorf("pool %s canary.selector: %w", pool.Name, err)
-		}
-		canary = sel
-	}
-	sels := selectors(pools)
-	exists := map[string]bool{}
-	for _, s := range sels {
-		exists[s.name] = true
+	set, err := newPoolSet(pool, pools)
+	if err != nil {
+		return in, nil, err
 	}
 	var silent []*corev1.Node
 	var busy []string // unavailable control-plane nodes, "name (why)"
 	var matched []poolSelector
 	for _, n := range nodes {
-		set := labels.Set(n.Labels)
-		matched = matched[:0]
-		selected := false
-		for _, s := range sels {
-			if s.sel.Matches(set) {
-				matched = append(matched, s)
-				selected = selected || s.name == pool.Name
-			}
-		}
-		owner := grantOwner(n, matched, exists)
+		sel := pass.selection(n, set, matched)
+		matched = sel.matched
 		leaseOK := agentAlive(n.Name)
-		if isControlPlane(n) {
-			if down, why := controlPlaneDown(n, matched, pending, leaseOK); down {
+		if sel.controlPlane {
+			if down, why := controlPlaneDown(n, sel.matched, pending, leaseOK); down {
 				busy = append(busy, n.Name+" ("+why+")")
 			}
 		}
-		if !selected && (owner != pool.Name || n.Annotations[v1alpha1.AnnotationGrant] == "") {
+		if !sel.selected && (sel.owner != pool.Name || n.Annotations[v1alpha1.AnnotationGrant] == "") {
 			continue
 		}
-		v := view(n, leaseOK, pool.Spec.OSImage)
-		v.selected, v.shared, v.owner = selected, len(matched) > 1, owner
-		v.canary = canary != nil && canary.Matches(set)
+		v := pass.view(n, leaseOK, pool.Spec.OSImage)
+		v.selected, v.shared, v.owner, v.canary = sel.selected, len(sel.matched) > 1, sel.owner, sel.canary
 		in.nodes = append(in.nodes, v)
-		if selected && !leaseOK {
+		if sel.selected && !leaseOK {
 			silent = append(silent, n)
 		}
 	}
@@ -136,20 +92,6 @@ func buildInputWith(view func(*corev1.Node, bool, string) nodeView, buf []nodeVi
 		in.controlPlaneBusy = "control-plane node " + busy[0] + " is unavailable: one control-plane node at a time, cluster-wide"
 	}
 	return in, silent, nil
-}
-
-// grantOwner is the pool that releases node's grant: the pool named by its
-// grant-pool annotation while that pool exists, else the one pool that
-// selects the node, else "" (unknown: any selecting pool releases a Done or
-// Yielded grant).
-func grantOwner(n *corev1.Node, matched []poolSelector, exists map[string]bool) string {
-	if p := n.Annotations[v1alpha1.AnnotationGrantPool]; p != "" && exists[p] {
-		return p
-	}
-	if len(matched) == 1 {
-		return matched[0].name
-	}
-	return ""
 }
 
 // controlPlaneDown reports whether a control-plane node counts against the

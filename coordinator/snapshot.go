@@ -69,7 +69,8 @@ func buildInputWith(pass *viewPass, pool *v1alpha1.UpdatePool, pools []*v1alpha1
 	var busy []string // unavailable control-plane nodes, "name (why)"
 	var matched []poolSelector
 	for _, n := range nodes {
-		sel := pass.selection(n, set, matched)
+		e := pass.node(n)
+		sel := pass.selection(e, n, set, matched)
 		matched = sel.matched
 		leaseOK := agentAlive(n.Name)
 		if sel.controlPlane {
@@ -80,7 +81,7 @@ func buildInputWith(pass *viewPass, pool *v1alpha1.UpdatePool, pools []*v1alpha1
 		if !sel.selected && (sel.owner != pool.Name || n.Annotations[v1alpha1.AnnotationGrant] == "") {
 			continue
 		}
-		v := pass.view(n, leaseOK, pool.Spec.OSImage)
+		v := pass.view(e, n, leaseOK, pool.Spec.OSImage)
 		v.selected, v.shared, v.owner, v.canary = sel.selected, len(sel.matched) > 1, sel.owner, sel.canary
 		in.nodes = append(in.nodes, v)
 		if sel.selected && !leaseOK {

@@ -21,33 +21,32 @@ type viewCache struct {
 	pools map[string]*poolViews
 }
 
-// poolViews are one pool's cached views and selections; pass counts the
-// pool's passes. buf is the slice the last pass's input was built in,
-// reused by the next (3.6 MB at 10,000 nodes, which each pass otherwise
-// allocated and the garbage collector scanned).
+// poolViews are one pool's cached views and selections, by node; pass
+// counts the pool's passes. buf is the slice the last pass's input was
+// built in, reused by the next (3.6 MB at 10,000 nodes, which each pass
+// otherwise allocated and the garbage collector scanned).
 type poolViews struct {
-	pass       uint64
-	nodes      map[string]*cachedView
-	selections map[string]*cachedSelection
-	buf        []nodeView
+	pass  uint64
+	nodes map[string]*cachedNode
+	buf   []nodeView
 }
 
-// cachedView is a view with what it was built from and the pass that last
-// used it.
-type cachedView struct {
-	rv      string
+// cachedNode is one node's view and selection, each with what it was built
+// from, and the pass that last saw the node. One entry holds both, so that
+// a pass looks each node up once.
+type cachedNode struct {
+	seen uint64
+
+	hasView bool
+	viewRV  string
 	leaseOK bool
 	target  string
-	seen    uint64
 	view    nodeView
-}
 
-// cachedSelection is a selection with what it was made from (the node's
-// resourceVersion, the pools' poolSet.key) and the pass that last used it.
-type cachedSelection struct {
-	rv, pools string
-	seen      uint64
-	sel       selection
+	hasSelection bool
+	selectionRV  string
+	pools        string // the poolSet.key the selection was made under
+	sel          selection
 }
 
 func newViewCache() *viewCache { return &viewCache{pools: map[string]*poolViews{}} }
@@ -56,8 +55,8 @@ func newViewCache() *viewCache { return &viewCache{pools: map[string]*poolViews{
 // nil *viewPass caches nothing: its views and selections are built afresh
 // (buildInput: Decide, the protocol simulator).
 type viewPass struct {
-	p                         *poolViews
-	seenViews, seenSelections int
+	p    *poolViews
+	seen int
 }
 
 // pass starts a pass of pool. Passes of one pool must not overlap, nor
@@ -67,7 +66,7 @@ func (c *viewCache) pass(pool string) *viewPass {
 	c.mu.Lock()
 	p := c.pools[pool]
 	if p == nil {
-		p = &poolViews{nodes: map[string]*cachedView{}, selections: map[string]*cachedSelection{}}
+		p = &poolViews{nodes: map[string]*cachedNode{}}
 		c.pools[pool] = p
 	}
 	c.mu.Unlock()
@@ -84,63 +83,61 @@ func (ps *viewPass) buf() []nodeView {
 	return ps.p.buf
 }
 
-// view is n's view for an agent alive or not and the pool's target.
-func (ps *viewPass) view(n *corev1.Node, leaseOK bool, target string) nodeView {
+// node is n's entry, marked seen by this pass (nil without a cache).
+func (ps *viewPass) node(n *corev1.Node) *cachedNode {
 	if ps == nil {
-		return viewNode(n, leaseOK, target)
+		return nil
 	}
 	p := ps.p
-	ps.seenViews++
-	cv := p.nodes[n.Name]
-	if cv != nil && n.ResourceVersion != "" && cv.rv == n.ResourceVersion && cv.leaseOK == leaseOK && cv.target == target {
-		cv.seen = p.pass
-		return cv.view
+	ps.seen++
+	e := p.nodes[n.Name]
+	if e == nil {
+		e = &cachedNode{}
+		p.nodes[n.Name] = e
 	}
-	cv = &cachedView{rv: n.ResourceVersion, leaseOK: leaseOK, target: target, seen: p.pass, view: viewNode(n, leaseOK, target)}
-	p.nodes[n.Name] = cv
-	return cv.view
+	e.seen = p.pass
+	return e
 }
 
-// selection is n's selection by pools. Without a cache its matched pools
-// are appended to buf[:0]; a cached selection's are its own, and buf is
-// not used.
-func (ps *viewPass) selection(n *corev1.Node, pools *poolSet, buf []poolSelector) selection {
-	if ps == nil {
+// selection is n's selection by pools, from its entry e. Without a cache
+// (e nil) its matched pools are appended to buf[:0]; a cached selection's
+// are its own, and buf is not used.
+func (ps *viewPass) selection(e *cachedNode, n *corev1.Node, pools *poolSet, buf []poolSelector) selection {
+	if e == nil {
 		return pools.selectNode(n, buf)
 	}
-	p := ps.p
-	ps.seenSelections++
-	cs := p.selections[n.Name]
-	if cs != nil && n.ResourceVersion != "" && cs.rv == n.ResourceVersion && cs.pools == pools.key {
-		cs.seen = p.pass
-		return cs.sel
+	if !e.hasSelection || n.ResourceVersion == "" || e.selectionRV != n.ResourceVersion || e.pools != pools.key {
+		e.hasSelection, e.selectionRV, e.pools, e.sel = true, n.ResourceVersion, pools.key, pools.selectNode(n, nil)
 	}
-	cs = &cachedSelection{rv: n.ResourceVersion, pools: pools.key, seen: p.pass, sel: pools.selectNode(n, nil)}
-	p.selections[n.Name] = cs
-	return cs.sel
+	return e.sel
 }
 
-// done ends the pass: the views and selections of nodes it did not see
-// (deleted, no longer listed, no longer the pool's) are dropped, and used
-// is kept as the next pass's buffer.
+// view is n's view, from its entry e, for an agent alive or not and the
+// pool's target.
+func (ps *viewPass) view(e *cachedNode, n *corev1.Node, leaseOK bool, target string) nodeView {
+	if e == nil {
+		return viewNode(n, leaseOK, target)
+	}
+	if !e.hasView || n.ResourceVersion == "" || e.viewRV != n.ResourceVersion || e.leaseOK != leaseOK || e.target != target {
+		e.hasView, e.viewRV, e.leaseOK, e.target, e.view = true, n.ResourceVersion, leaseOK, target, viewNode(n, leaseOK, target)
+	}
+	return e.view
+}
+
+// done ends the pass: the entries of nodes it did not see (deleted, no
+// longer listed) are dropped, and used is kept as the next pass's buffer.
 func (ps *viewPass) done(used []nodeView) {
 	if ps == nil {
 		return
 	}
 	p := ps.p
 	p.buf = used[:0]
-	if len(p.nodes) != ps.seenViews {
-		for name, cv := range p.nodes {
-			if cv.seen != p.pass {
-				delete(p.nodes, name)
-			}
-		}
+	if len(p.nodes) == ps.seen {
+		return
 	}
-	if len(p.selections) != ps.seenSelections {
-		for name, cs := range p.selections {
-			if cs.seen != p.pass {
-				delete(p.selections, name)
-			}
+	for name, e := range p.nodes {
+		if e.seen != p.pass {
+			delete(p.nodes, name)
 		}
 	}
 }

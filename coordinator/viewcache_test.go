@@ -24,7 +24,7 @@ func TestViewCacheRebuildsWhatChanged(t *testing.T) {
 	check := func(what string, n *corev1.Node, leaseOK bool, target string) {
 		t.Helper()
 		pass := cache.pass("p")
-		got := pass.view(n, leaseOK, target)
+		got := pass.view(pass.node(n), n, leaseOK, target)
 		pass.done(append(pass.buf(), got))
 		if want := viewNode(n, leaseOK, target); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: cached view\n%+v\nwant\n%+v", what, got, want)
@@ -133,7 +133,7 @@ func TestViewCacheSelectionsFollowNodesAndPools(t *testing.T) {
 	check("the other pool deleted")
 	nodes = nodes[1:]
 	check("a node deleted")
-	if _, ok := cache.pools[planned.Name].selections["a1"]; ok {
+	if _, ok := cache.pools[planned.Name].nodes["a1"]; ok {
 		t.Errorf("a deleted node's selection is still cached")
 	}
 }

@@ -52,17 +52,21 @@ func workload(b *testing.B, cp *cluster.ControlPlane, names []string) string {
 }
 
 // workloadWatch follows the workload through the rollout: when each pod
-// was first seen and first seen Ready, and when the PDB allowed no
-// disruption. Every eviction makes the ReplicaSet create a replacement at
-// once, and the evicted pod holds one unit of the budget until that
-// replacement is Ready; at most budget units are held at any time. So the
-// replacements' time to Ready within the rollout, summed and divided by
-// the budget, is a lower bound on the rollout's length that no node agent
-// can beat: the workload's own.
+// was first seen, first seen Ready and first seen terminating, and when
+// the PDB allowed no disruption. Every eviction makes the ReplicaSet
+// create a replacement at once, and the evicted pod holds one unit of the
+// budget until a replacement is Ready; a replacement evicted before it is
+// Ready (the Eviction API lets an unready pod go without the budget) hands
+// the unit on to its own replacement. At most budget units are held at any
+// time. So each replacement's time from its creation until it is Ready or
+// terminating, within the rollout, summed and divided by the budget, is a
+// lower bound on the rollout's length that no node agent can beat: the
+// workload's own.
 type workloadWatch struct {
 	mu      sync.Mutex
 	seen    map[string]time.Time // pod UID → first seen
 	ready   map[string]time.Time // pod UID → first seen Ready
+	gone    map[string]time.Time // pod UID → first seen terminating, or deleted
 	budget  int32                // pods the PDB lets be unavailable
 	zeroAt  time.Time            // when the PDB last went to 0 allowed; zero while it allows some
 	zeroFor []span               // the closed spans of 0 allowed
@@ -71,7 +75,7 @@ type workloadWatch struct {
 type span struct{ from, to time.Time }
 
 func watchWorkload(b *testing.B, cp *cluster.ControlPlane, ns string) *workloadWatch {
-	w := &workloadWatch{seen: map[string]time.Time{}, ready: map[string]time.Time{}}
+	w := &workloadWatch{seen: map[string]time.Time{}, ready: map[string]time.Time{}, gone: map[string]time.Time{}}
 	factory := informers.NewSharedInformerFactoryWithOptions(cp.Client(), 0, informers.WithNamespace(ns))
 	onPod := func(obj any) {
 		p, ok := obj.(*corev1.Pod)
@@ -87,6 +91,22 @@ func watchWorkload(b *testing.B, cp *cluster.ControlPlane, ns string) *workloadW
 		}
 		if _, ok := w.ready[uid]; !ok && podReady(p) {
 			w.ready[uid] = now
+		}
+		if _, ok := w.gone[uid]; !ok && p.DeletionTimestamp != nil {
+			w.gone[uid] = now
+		}
+	}
+	onPodDeleted := func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if p, ok := obj.(*corev1.Pod); ok {
+			now := time.Now()
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if _, ok := w.gone[string(p.UID)]; !ok {
+				w.gone[string(p.UID)] = now
+			}
 		}
 	}
 	onPDB := func(obj any) {
@@ -106,12 +126,10 @@ func watchWorkload(b *testing.B, cp *cluster.ControlPlane, ns string) *workloadW
 			w.zeroAt = time.Time{}
 		}
 	}
-	for inf, on := range map[cache.SharedIndexInformer]func(any){
-		factory.Core().V1().Pods().Informer():                   onPod,
-		factory.Policy().V1().PodDisruptionBudgets().Informer(): onPDB,
-	} {
-		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: on, UpdateFunc: func(_, o any) { on(o) }})
-	}
+	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: onPod, UpdateFunc: func(_, o any) { onPod(o) }, DeleteFunc: onPodDeleted})
+	_, _ = factory.Policy().V1().PodDisruptionBudgets().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: onPDB, UpdateFunc: func(_, o any) { onPDB(o) }})
 	stop := make(chan struct{})
 	factory.Start(stop)
 	factory.WaitForCacheSync(stop)
@@ -156,11 +174,13 @@ func (w *workloadWatch) result(start, end time.Time) budgetUse {
 		ready, ok := w.ready[uid]
 		if ok {
 			toReady = append(toReady, ready.Sub(seen))
-		}
-		if !ok || ready.After(end) {
+		} else {
 			ready = end
 		}
-		held += ready.Sub(seen)
+		if gone, ok := w.gone[uid]; ok && gone.Before(ready) {
+			ready = gone // evicted unready: its replacement holds the unit on
+		}
+		held += minTime(ready, end).Sub(seen)
 	}
 	if len(toReady) > 0 {
 		slices.Sort(toReady)

@@ -94,10 +94,11 @@ func BenchmarkAgentIdle(b *testing.B) {
 
 	b.ResetTimer()
 	cpu0 := cpuSeconds(b, agent.Process.Pid)
-	alloc0 := runtimeCounters(b, addr)     // the agent's first scrape
-	reqs0, writes0 := apiRequests(b, addr) // and its second
-	_, _ = apiRequests(b, addrKept)        // the other agent's
-	peer.scrape(b)                         // and the peer's
+	first := scrapeLines(b, addr) // the agent's first scrape
+	alloc0 := runtimeCounters(first)
+	reqs0, writes0 := apiRequests(first)
+	scrapeLines(b, addrKept) // the other agent's
+	peer.scrape(b)           // and the peer's
 	began := time.Now()
 	for range b.N {
 		time.Sleep(idle / time.Duration(b.N))
@@ -105,13 +106,14 @@ func BenchmarkAgentIdle(b *testing.B) {
 	elapsed := time.Since(began)
 	cpu1 := cpuSeconds(b, agent.Process.Pid)
 	idleRSS, keptRSS := readRSS(b, agent.Process.Pid), readRSS(b, agentKept.Process.Pid)
-	alloc1 := runtimeCounters(b, addr)
-	reqs1, writes1 := apiRequests(b, addr)
+	last := scrapeLines(b, addr)
+	alloc1 := runtimeCounters(last)
+	reqs1, writes1 := apiRequests(last)
 	b.StopTimer()
 
 	minutes := elapsed.Minutes()
 	scraped := readRSS(b, agent.Process.Pid)
-	_, _ = apiRequests(b, addrKept)
+	scrapeLines(b, addrKept)
 	keptScraped := readRSS(b, agentKept.Process.Pid)
 	// Idle: at the end of the window, before its second scrape; then
 	// after it. Anonymous memory (heap, stacks) apart from the mapped
@@ -133,7 +135,7 @@ func BenchmarkAgentIdle(b *testing.B) {
 	}
 	// Where the agent's anonymous memory goes, as its Go runtime counts it
 	// (go test -v); read last, since a scrape moves the RSS.
-	b.Logf("the agent's Go runtime memory after the window:\n%s", runtimeMemory(b, addr))
+	b.Logf("the agent's Go runtime memory after the window:\n%s", runtimeMemory(scrapeLines(b, addr)))
 	// Which parts of the binary the file-backed pages are (go test -v).
 	for _, p := range []struct {
 		name string
@@ -150,7 +152,7 @@ func BenchmarkAgentIdle(b *testing.B) {
 	b.ReportMetric((reqs1-reqs0)/minutes, "requests/min")
 	b.ReportMetric((writes1-writes0)/minutes, "writes/min")
 	b.ReportMetric(minutes, "idle-min")
-	// What the agent allocates while idle (the one scrape in the window
+	// What the agent allocates while idle (what its two scrapes allocate
 	// included) decides how soon its heap grows to the collector's goal.
 	b.ReportMetric((alloc1.allocated-alloc0.allocated)/1024/elapsed.Seconds(), "idle-alloc-KiB/s")
 	b.ReportMetric(alloc1.collections-alloc0.collections, "idle-GCs")
@@ -310,10 +312,10 @@ func fileMB(b *testing.B, path string) float64 {
 	return float64(fi.Size()) / 1e6
 }
 
-// apiRequests sums nodeward_api_requests_total: all methods, and the
-// writing ones.
-func apiRequests(b *testing.B, addr string) (all, writes float64) {
-	for _, line := range scrapeLines(b, addr) {
+// apiRequests sums nodeward_api_requests_total in a scrape's lines: all
+// methods, and the writing ones.
+func apiRequests(lines []string) (all, writes float64) {
+	for _, line := range lines {
 		if !strings.HasPrefix(line, "nodeward_api_requests_total{") {
 			continue
 		}
@@ -326,13 +328,13 @@ func apiRequests(b *testing.B, addr string) (all, writes float64) {
 	return all, writes
 }
 
-// runtimeMemory is the Go runtime's own account of a process's memory from
-// its /metrics (client_golang's Go collector): heap in use, idle and
+// runtimeMemory is the Go runtime's own account of a process's memory in
+// a scrape of its /metrics (client_golang's Go collector): heap in use, idle and
 // released, stacks, the allocator's and the collector's metadata, and the
 // goroutine and thread counts, one per line in MiB (counts as they are).
-func runtimeMemory(b *testing.B, addr string) string {
+func runtimeMemory(lines []string) string {
 	var out strings.Builder
-	for _, line := range scrapeLines(b, addr) {
+	for _, line := range lines {
 		name, value, ok := strings.Cut(line, " ")
 		if !ok || !(strings.HasPrefix(name, "go_memstats_") || name == "go_goroutines" || name == "go_threads") {
 			continue
@@ -351,10 +353,10 @@ func runtimeMemory(b *testing.B, addr string) string {
 // collections.
 type allocation struct{ allocated, collections float64 }
 
-// runtimeCounters reads the agent's allocation totals from its /metrics.
-func runtimeCounters(b *testing.B, addr string) allocation {
+// runtimeCounters reads the allocation totals in a scrape's lines.
+func runtimeCounters(lines []string) allocation {
 	var a allocation
-	for _, line := range scrapeLines(b, addr) {
+	for _, line := range lines {
 		name, value, ok := strings.Cut(line, " ")
 		if !ok {
 			continue

@@ -86,13 +86,14 @@ type Controller struct {
 	queue  workqueue.TypedRateLimitingInterface[string]
 	nodes  cache.SharedIndexInformer
 	leases cache.SharedIndexInformer
-	// expiries are the agents' Lease expiries, kept from leases' events;
-	// expiriesSynced reports their handler has seen the first list.
-	expiries       *leaseExpiries
-	expiriesSynced cache.InformerSynced
-	pools          cache.SharedIndexInformer
-	mu             sync.Mutex
-	pending        map[string]expectation // node → grant written, not yet in the cache
+	// index is what a pass reads of the nodes, kept from nodes' and
+	// leases' events; indexSynced reports both its handlers have seen the
+	// first list.
+	index       *nodeIndex
+	indexSynced []cache.InformerSynced
+	pools       cache.SharedIndexInformer
+	mu          sync.Mutex
+	pending     map[string]expectation // node → grant written, not yet in the cache
 	// failures back off the nodes whose writes fail.
 	failures map[string]failure
 	grantN   int
@@ -186,30 +187,23 @@ func New(opts Options) *Controller {
 	c.stopEvents = func() { c.events.Shutdown(kube.RecorderFlushTimeout) }
 	enqueueAll := func(any) { c.enqueuePools() }
 	// An update re-plans only when it can change a plan. At 10,000 nodes
-	// the agents renew 125 Leases a second and a pass takes 8 ms in
-	// BenchmarkPlanPass, 28-41 ms in the running process (docs/benchmarks.md):
+	// the agents renew 125 Leases a second and a pass takes 4.4 ms in
+	// BenchmarkPlanPass, several times that in the running process
+	// (docs/benchmarks.md):
 	// re-planning on each renewal, or on the pool
 	// status this controller writes every second, would keep the one
 	// worker busy and delay the grant after a slot frees.
-	_, _ = c.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.onNode,
-		UpdateFunc: c.onNodeUpdate,
-		DeleteFunc: c.onNode,
-	})
-	c.expiries = newLeaseExpiries()
-	// AddEventHandler fails only on a stopped informer; this one has not
-	// started.
-	reg, _ := c.leases.AddEventHandler(c.expiries.handler())
-	c.expiriesSynced = reg.HasSynced
-	_, _ = c.leases.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueueAll,
-		UpdateFunc: func(o, n any) {
-			if leaseLivenessChange(o, n, c.opts.Now()) {
-				c.enqueuePools()
-			}
-		},
-		DeleteFunc: enqueueAll,
-	})
+	c.index = newNodeIndex()
+	// AddEventHandler fails only on a stopped informer; these have not
+	// started. The index's Node handler checks expectations and enqueues
+	// after it updates the index (nodeIndex: ordering).
+	nodeReg, _ := c.nodes.AddEventHandler(c.index.nodeHandler(c.onNode))
+	leaseReg, _ := c.leases.AddEventHandler(c.index.leaseHandler(func(old, cur *coordinationv1.Lease) {
+		if old == nil || cur == nil || leaseLivenessChange(old, cur, c.opts.Now()) {
+			c.enqueuePools()
+		}
+	}))
+	c.indexSynced = []cache.InformerSynced{nodeReg.HasSynced, leaseReg.HasSynced}
 	_, _ = c.pools.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: enqueueAll,
 		UpdateFunc: func(o, n any) {
@@ -225,10 +219,8 @@ func New(opts Options) *Controller {
 // leaseLivenessChange reports whether a Lease update changes whether its
 // agent counts as alive now. A renewal of a live Lease does not; a Lease
 // that expires without an update is caught by the resync.
-func leaseLivenessChange(oldObj, newObj any, now time.Time) bool {
-	o, ok1 := oldObj.(*coordinationv1.Lease)
-	n, ok2 := newObj.(*coordinationv1.Lease)
-	return !ok1 || !ok2 || leaseAlive(o, now) != leaseAlive(n, now)
+func leaseLivenessChange(old, cur *coordinationv1.Lease, now time.Time) bool {
+	return leaseAlive(old, now) != leaseAlive(cur, now)
 }
 
 // poolPlanChange reports whether a pool update can change its plan: its
@@ -242,28 +234,23 @@ func poolPlanChange(oldObj, newObj any) bool {
 		(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil)
 }
 
-// onNode checks the expectation a node event may satisfy and re-plans the
-// pools. Every pool is enqueued: the queue folds duplicates, and a pool's
-// plan is linear in the nodes, so an event costs O(pools + nodes), never
-// O(N²).
-func (c *Controller) onNode(obj any) {
-	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-		c.observe(key)
+// onNode runs for each node event once the index holds it: it checks the
+// expectation the event may satisfy, then re-plans the pools unless the
+// event is an update that cannot change a plan (the coordinator's own
+// annotation writes and status heartbeats cannot, and skipping them keeps
+// the queue free for the events that free a slot). Every pool is
+// enqueued: the queue folds duplicates, and a pool's plan is linear in the
+// nodes, so an event costs O(pools + nodes), never O(N²).
+func (c *Controller) onNode(old, cur *corev1.Node) {
+	if cur != nil {
+		c.observe(cur.Name)
+	} else {
+		c.observe(old.Name)
 	}
-	c.enqueuePools()
-}
-
-// onNodeUpdate re-plans only when the update can change a plan: the
-// coordinator's own annotation writes and status heartbeats cannot, and
-// skipping them keeps the queue free for the events that free a slot.
-func (c *Controller) onNodeUpdate(oldObj, newObj any) {
-	oldNode, ok1 := oldObj.(*corev1.Node)
-	newNode, ok2 := newObj.(*corev1.Node)
-	if ok1 && ok2 && !planRelevantChange(oldNode, newNode) {
-		c.observe(newNode.Name)
+	if old != nil && cur != nil && !planRelevantChange(old, cur) {
 		return
 	}
-	c.onNode(newObj)
+	c.enqueuePools()
 }
 
 func (c *Controller) enqueuePools() {
@@ -284,7 +271,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	go c.nodes.RunWithContext(ctx)
 	go c.leases.RunWithContext(ctx)
 	go c.pools.RunWithContext(ctx)
-	synced := []cache.InformerSynced{c.nodes.HasSynced, c.leases.HasSynced, c.expiriesSynced, c.pools.HasSynced}
+	synced := append([]cache.InformerSynced{c.nodes.HasSynced, c.leases.HasSynced, c.pools.HasSynced}, c.indexSynced...)
 	if !c.stall.WaitForSync(ctx, synced, func() []any {
 		return []any{"nodes", len(c.nodes.GetStore().ListKeys()), "pools", len(c.pools.GetStore().ListKeys())}
 	}) {

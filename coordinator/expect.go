@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -56,10 +55,12 @@ func (c *Controller) drop(node string, exp expectation, why string) {
 	}
 }
 
-// observe drops node's expectation once the cache shows the grant, or
+// observe drops node's expectation once the index shows the grant, or
 // shows the node at another version without it (the conditional write can
-// no longer land), or no longer holds the node. It reads the cache, not the
-// event, which may be older than what the plan saw.
+// no longer land), or no longer holds the node. It reads the index, which
+// a pass reads, not the informer's store, which may be ahead of it (an
+// expectation dropped for what the index does not show yet would leave a
+// grant in neither).
 func (c *Controller) observe(node string) {
 	c.mu.Lock()
 	exp, ok := c.pending[node]
@@ -67,15 +68,11 @@ func (c *Controller) observe(node string) {
 	if !ok {
 		return
 	}
-	obj, exists, err := c.nodes.GetStore().GetByKey(node)
-	if err != nil {
-		return
-	}
-	if !exists {
+	n := c.index.node(node)
+	if n == nil {
 		c.drop(node, exp, "node deleted")
 		return
 	}
-	n := obj.(*corev1.Node)
 	if n.Annotations[v1alpha1.AnnotationGrant] == exp.grant || n.ResourceVersion != exp.rv {
 		c.drop(node, exp, "")
 	}

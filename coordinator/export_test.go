@@ -1,8 +1,6 @@
 package coordinator
 
 import (
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/nodeward/nodeward/api/v1alpha1"
 )
 
@@ -22,11 +20,11 @@ func (c *Controller) Expectations() map[string]string {
 	return out
 }
 
-// CachedGrant is the grant annotation of node in the controller's cache.
+// CachedGrant is the grant annotation of node in the controller's node
+// index, which its passes read.
 func (c *Controller) CachedGrant(node string) string {
-	obj, ok, err := c.nodes.GetStore().GetByKey(node)
-	if err != nil || !ok {
-		return ""
+	if n := c.index.node(node); n != nil {
+		return n.Annotations[v1alpha1.AnnotationGrant]
 	}
-	return obj.(*corev1.Node).Annotations[v1alpha1.AnnotationGrant]
+	return ""
 }

@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"strings"
-	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -11,69 +10,83 @@ import (
 	"github.com/nodeward/nodeward/api/v1alpha1"
 )
 
-// leaseExpiries is when each node's agent Lease expires, kept from the
-// Lease informer's events. A pass asks for every node's liveness; at
-// 10,000 nodes, looking each Lease up in the informer's store (a key built
-// per node, a lock, then the Lease and its renewal time, each a cache
-// miss) was a quarter of the pass (docs/benchmarks.md, "Coordinator at
-// 10,000 nodes"). A node whose Lease is absent or was never renewed has
-// no entry: its agent is not alive, as leaseAlive has it.
-type leaseExpiries struct {
-	mu     sync.RWMutex
-	expiry map[string]int64 // node name → the Lease's expiry, Unix nanoseconds
-}
-
-func newLeaseExpiries() *leaseExpiries { return &leaseExpiries{expiry: map[string]int64{}} }
-
-// handler keeps the expiries from a Lease informer's events. Leases whose
-// name is not an agent's are ignored: no node's liveness reads them.
-func (e *leaseExpiries) handler() cache.ResourceEventHandlerFuncs {
+// leaseHandler keeps the agents' Lease expiries in the index from a Lease
+// informer's events. A pass asks for every node's liveness; at 10,000
+// nodes, looking each Lease up in the informer's store (a key built per
+// node, a lock, then the Lease and its renewal time, each a cache miss)
+// was a quarter of the pass (docs/benchmarks.md, "Coordinator at 10,000
+// nodes"). A node whose Lease is absent or was never renewed has no
+// expiry: its agent is not alive, as leaseAlive has it. Leases whose name
+// is not an agent's are ignored: no node's liveness reads them.
+//
+// then runs for each event after the index holds it, with the Lease before
+// and after it (old nil for an add, cur nil for a delete): a pass that an
+// event enqueues reads the liveness the event brought.
+func (x *nodeIndex) leaseHandler(then func(old, cur *coordinationv1.Lease)) cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    e.set,
-		UpdateFunc: func(_, obj any) { e.set(obj) },
-		DeleteFunc: e.remove,
+		AddFunc: func(obj any) {
+			if l, ok := obj.(*coordinationv1.Lease); ok {
+				x.setLease(l)
+				then(nil, l)
+			}
+		},
+		UpdateFunc: func(oldObj, obj any) {
+			l, ok := obj.(*coordinationv1.Lease)
+			if !ok {
+				return
+			}
+			x.setLease(l)
+			if old, ok := oldObj.(*coordinationv1.Lease); ok {
+				then(old, l)
+			} else {
+				then(nil, l)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if l, ok := obj.(*coordinationv1.Lease); ok {
+				x.removeLease(l)
+				then(l, nil)
+			}
+		},
 	}
 }
 
-func (e *leaseExpiries) set(obj any) {
-	l, ok := obj.(*coordinationv1.Lease)
-	if !ok {
-		return
-	}
+// setLease keeps l's expiry, when it is an agent's Lease.
+func (x *nodeIndex) setLease(l *coordinationv1.Lease) {
 	node, ok := strings.CutPrefix(l.Name, v1alpha1.AgentLeasePrefix)
 	if !ok {
 		return
 	}
 	expiry, renewed := leaseExpiry(l)
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	if !renewed {
-		delete(e.expiry, node)
+		x.clearExpiry(node)
 		return
 	}
-	e.expiry[node] = expiry.UnixNano()
+	// An expiry at the Unix epoch exactly would read as none; it is long
+	// past either way.
+	x.entry(node).expiry = max(expiry.UnixNano(), 1)
 }
 
-func (e *leaseExpiries) remove(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	if l, ok := obj.(*coordinationv1.Lease); ok {
-		if node, ok := strings.CutPrefix(l.Name, v1alpha1.AgentLeasePrefix); ok {
-			e.mu.Lock()
-			delete(e.expiry, node)
-			e.mu.Unlock()
-		}
+// removeLease forgets l's expiry, when it is an agent's Lease.
+func (x *nodeIndex) removeLease(l *coordinationv1.Lease) {
+	if node, ok := strings.CutPrefix(l.Name, v1alpha1.AgentLeasePrefix); ok {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		x.clearExpiry(node)
 	}
 }
 
-// alive reports whether node's agent Lease was renewed within its
-// duration at now.
-func (e *leaseExpiries) alive(node string, now time.Time) bool {
-	e.mu.RLock()
-	expiry, ok := e.expiry[node]
-	e.mu.RUnlock()
-	return ok && now.UnixNano() < expiry
+// clearExpiry forgets node's expiry. Callers hold the write lock.
+func (x *nodeIndex) clearExpiry(node string) {
+	if e := x.byName[node]; e != nil {
+		e.expiry = 0
+		x.forgetIfEmpty(e)
+	}
 }
 
 // leaseExpiry is when l expires: its renewal plus its duration (the

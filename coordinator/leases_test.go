@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -28,8 +30,18 @@ func TestLeaseExpiriesAgreeWithTheLease(t *testing.T) {
 		}
 		return l
 	}
-	e := newLeaseExpiries()
-	h := e.handler()
+	e := newNodeIndex()
+	var calls []string
+	h := e.leaseHandler(func(old, cur *coordinationv1.Lease) {
+		// Called after the index holds the event.
+		node := v1alpha1.AgentLeaseName("n1")
+		if cur != nil && cur.Name == node {
+			if l, _ := leaseExpiry(cur); cur.Spec.RenewTime != nil && !e.alive("n1", l.Add(-time.Nanosecond)) {
+				t.Errorf("the handler's callback ran before the index held the renewal")
+			}
+		}
+		calls = append(calls, fmt.Sprintf("%v→%v", old != nil, cur != nil))
+	})
 	agree := func(what, node string, l *coordinationv1.Lease) {
 		t.Helper()
 		for _, age := range []time.Duration{-time.Second, 0, 39 * time.Second, 40*time.Second - 1, 40 * time.Second, 40*time.Second + 1,
@@ -61,7 +73,11 @@ func TestLeaseExpiriesAgreeWithTheLease(t *testing.T) {
 
 	h.OnAdd(lease("n2", &renewed, ptr.To[int32](40)), false) // a Lease named like a node, not an agent's
 	agree("a Lease that is not an agent's", "n2", nil)
-	if len(e.expiry) != 0 {
-		t.Errorf("entries left: %v", e.expiry)
+	if len(e.byName) != 0 {
+		t.Errorf("entries left: %v", e.byName)
+	}
+	h.OnUpdate("not a Lease", first)
+	if want := []string{"false→true", "true→true", "true→true", "true→true", "true→false", "false→true", "true→false", "false→true", "false→true"}; !slices.Equal(calls, want) {
+		t.Errorf("callbacks (old→cur present) %v, want %v: an update from an object that is not a Lease must re-plan as an add", calls, want)
 	}
 }

@@ -2,9 +2,11 @@ package coordinator
 
 import (
 	"fmt"
+	"iter"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -15,8 +17,8 @@ import (
 // BenchmarkPlanPass is the CPU of one reconcile's pure part at scale: the
 // plan input from the cached pools and nodes, then the plan, for one pool
 // over all nodes, as test/bench/coordinator drives it (every node staged,
-// one slot), with the views kept between passes as the controller keeps
-// them. The API writes are not in it.
+// one slot), read from the node index with the views kept between passes
+// as the controller keeps them. The API writes are not in it.
 func BenchmarkPlanPass(b *testing.B) {
 	for _, count := range []int{5000, 10000} {
 		b.Run(fmt.Sprintf("nodes=%d", count), func(b *testing.B) {
@@ -34,14 +36,23 @@ func BenchmarkPlanPass(b *testing.B) {
 				}
 			}
 			pools := []*v1alpha1.UpdatePool{p}
-			alive := func(string) bool { return true }
 			now := time.Now()
+			index := newNodeIndex()
+			for _, n := range nodes {
+				index.setNode(n)
+				index.setLease(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.AgentLeaseName(n.Name)},
+					Spec: coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: now}}})
+			}
 			cache := newViewCache()
 			b.ReportAllocs()
 			for b.Loop() {
-				pass := cache.pass(p.Name) // as Controller.input
-				in, _, err := buildInputWith(pass, p, pools, nodes, alive, map[string]bool{}, map[string]bool{}, now)
-				pass.done(in.nodes)
+				views := cache.pass(p.Name) // as Controller.input
+				var in planInput
+				var err error
+				index.read(views.slot, now, func(listed iter.Seq[listedNode]) {
+					in, _, err = buildInputWith(views.buf, p, pools, listed, map[string]bool{}, map[string]bool{}, now)
+				})
+				views.done(in.nodes)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -75,12 +75,14 @@ func newPoolSet(pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool) (*poolS
 
 // selection is what the pools make of one node, from its labels and its
 // grant-pool annotation: the pools that select it, whether the planned
-// pool is one, the pool that releases its grant, whether it is a
-// control-plane node and one of the planned pool's canaries.
+// pool is one, the pool that releases its grant, whether it holds one,
+// whether it is a control-plane node and one of the planned pool's
+// canaries.
 type selection struct {
 	matched      []poolSelector
 	selected     bool
 	owner        string
+	granted      bool
 	controlPlane bool
 	canary       bool
 }
@@ -96,6 +98,7 @@ func (s *poolSet) selectNode(n *corev1.Node, buf []poolSelector) selection {
 		}
 	}
 	out.owner = grantOwner(n, out.matched, s.exists)
+	out.granted = n.Annotations[v1alpha1.AnnotationGrant] != ""
 	out.canary = s.canary != nil && s.canary.Matches(set)
 	return out
 }

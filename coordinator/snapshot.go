@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"iter"
 	"sort"
 	"time"
 
@@ -20,46 +21,36 @@ func (c *Controller) cachedPools() []*v1alpha1.UpdatePool {
 	return out
 }
 
-// cachedNodes are the nodes in the cache.
-func (c *Controller) cachedNodes() []*corev1.Node {
-	objs := c.nodes.GetStore().List()
-	out := make([]*corev1.Node, 0, len(objs))
-	for _, obj := range objs {
-		out = append(out, obj.(*corev1.Node))
-	}
-	return out
-}
-
-// input builds pool's plan input from the caches. The caller copies the
-// expectations (pending) BEFORE input lists the nodes: a node event
+// input builds pool's plan input from the node index. The caller copies
+// the expectations (pending) BEFORE input reads the index: a node event
 // delivered in between then finds the grant either in the copy or in the
-// list, never in neither.
+// index, never in neither (nodeIndex).
 //
 // It also returns the pool's nodes whose agent is silent.
-func (c *Controller) input(pool *v1alpha1.UpdatePool, pending map[string]bool, now time.Time) (planInput, []*corev1.Node, error) {
-	pass := c.views.pass(pool.Name)
-	in, silent, err := buildInputWith(pass, pool, c.cachedPools(), c.cachedNodes(), func(node string) bool { return c.expiries.alive(node, now) },
-		pending, c.backingOff(now), now)
-	pass.done(in.nodes)
+func (c *Controller) input(pool *v1alpha1.UpdatePool, pending map[string]bool, now time.Time) (in planInput, silent []*corev1.Node, err error) {
+	views := c.views.pass(pool.Name)
+	pools, backoff := c.cachedPools(), c.backingOff(now)
+	c.index.read(views.slot, now, func(nodes iter.Seq[listedNode]) {
+		in, silent, err = buildInputWith(views.buf, pool, pools, nodes, pending, backoff, now)
+	})
+	views.done(in.nodes)
 	return in, silent, err
 }
 
 // buildInput is input over given pools and nodes: the whole of what a plan
-// reads, with no cache or API behind it (Decide, the protocol simulator).
+// reads, with no index, cache or API behind it (Decide, the protocol
+// simulator).
 func buildInput(pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool, nodes []*corev1.Node, agentAlive func(string) bool,
 	pending, backoff map[string]bool, now time.Time) (planInput, []*corev1.Node, error) {
-	return buildInputWith(nil, pool, pools, nodes, agentAlive, pending, backoff, now)
+	return buildInputWith(nil, pool, pools, listNodes(nodes, agentAlive), pending, backoff, now)
 }
 
-// buildInputWith is buildInput with the nodes' selections and views from
-// a viewCache's pass (nil: built afresh), in the pass's buffer when it is
-// large enough.
-func buildInputWith(pass *viewPass, pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool,
-	nodes []*corev1.Node, agentAlive func(string) bool, pending, backoff map[string]bool, now time.Time) (planInput, []*corev1.Node, error) {
-	buf := pass.buf()
-	if cap(buf) < len(nodes) {
-		buf = make([]nodeView, 0, len(nodes))
-	}
+// buildInputWith is buildInput over listed nodes, each with its cached
+// selection and view (or none), in buf when it is large enough. A node's
+// object is read only where its cached selection or view no longer holds,
+// and for control-plane nodes.
+func buildInputWith(buf []nodeView, pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool,
+	nodes iter.Seq[listedNode], pending, backoff map[string]bool, now time.Time) (planInput, []*corev1.Node, error) {
 	in := planInput{pool: pool, pending: pending, backoff: backoff, now: now, nodes: buf[:0]}
 	set, err := newPoolSet(pool, pools)
 	if err != nil {
@@ -68,24 +59,22 @@ func buildInputWith(pass *viewPass, pool *v1alpha1.UpdatePool, pools []*v1alpha1
 	var silent []*corev1.Node
 	var busy []string // unavailable control-plane nodes, "name (why)"
 	var matched []poolSelector
-	for _, n := range nodes {
-		e := pass.node(n)
-		sel := pass.selection(e, n, set, matched)
+	for l := range nodes {
+		sel := l.cache.selection(l.node, l.rv, set, matched)
 		matched = sel.matched
-		leaseOK := agentAlive(n.Name)
 		if sel.controlPlane {
-			if down, why := controlPlaneDown(n, sel.matched, pending, leaseOK); down {
-				busy = append(busy, n.Name+" ("+why+")")
+			if down, why := controlPlaneDown(l.node, sel.matched, pending, l.leaseOK); down {
+				busy = append(busy, l.node.Name+" ("+why+")")
 			}
 		}
-		if !sel.selected && (sel.owner != pool.Name || n.Annotations[v1alpha1.AnnotationGrant] == "") {
+		if !sel.selected && (sel.owner != pool.Name || !sel.granted) {
 			continue
 		}
-		v := pass.view(e, n, leaseOK, pool.Spec.OSImage)
+		v := l.cache.viewOf(l.node, l.rv, l.leaseOK, pool.Spec.OSImage)
 		v.selected, v.shared, v.owner, v.canary = sel.selected, len(sel.matched) > 1, sel.owner, sel.canary
 		in.nodes = append(in.nodes, v)
-		if sel.selected && !leaseOK {
-			silent = append(silent, n)
+		if sel.selected && !l.leaseOK {
+			silent = append(silent, l.node)
 		}
 	}
 	if len(busy) > 0 {

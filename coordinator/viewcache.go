@@ -6,37 +6,39 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// viewCache keeps each pool's node views and selections from one pass to
-// the next. A view is rebuilt only when its node changed
-// (resourceVersion), its agent's liveness flipped, or the pool's target
-// changed; a selection (which pools select the node, whose grant it is,
-// whether it is a control-plane node or a canary) only when its node
-// changed or any pool's selector, target or canary selector did. Between
-// two passes one or two nodes change; rebuilding every view (a dozen
-// annotation lookups and the availability rules per node) and matching
-// every node's labels against every pool were most of a pass at 10,000
-// nodes (docs/benchmarks.md).
+// viewCache numbers the pools whose node views and selections the node
+// index keeps between passes, and keeps each pool's input buffer. A view is
+// rebuilt only when its node changed (resourceVersion), its agent's
+// liveness flipped, or the pool's target changed; a selection (which pools
+// select the node, whose grant it is, whether it is a control-plane node
+// or a canary) only when its node changed or any pool's selector, target or
+// canary selector did. Between two passes one or two nodes change;
+// rebuilding every view (a dozen annotation lookups and the availability
+// rules per node) and matching every node's labels against every pool
+// were most of a pass at 10,000 nodes (docs/benchmarks.md).
 type viewCache struct {
 	mu    sync.Mutex
 	pools map[string]*poolViews
+	// free are the slots of deleted pools, for the next new pool. What a
+	// slot still caches is safe to inherit: a view depends on nothing but
+	// the node's resourceVersion, its liveness and the target, which the
+	// cache compares, and a selection's key names the planned pool.
+	free []int
+	next int
 }
 
-// poolViews are one pool's cached views and selections, by node; pass
-// counts the pool's passes. buf is the slice the last pass's input was
-// built in, reused by the next (3.6 MB at 10,000 nodes, which each pass
-// otherwise allocated and the garbage collector scanned).
+// poolViews is one pool's slot in every node's entry of the index, and the
+// slice the pool's last pass built its input in, reused by the next (3.6
+// MB at 10,000 nodes, which each pass otherwise allocated and the garbage
+// collector scanned).
 type poolViews struct {
-	pass  uint64
-	nodes map[string]*cachedNode
-	buf   []nodeView
+	slot int
+	buf  []nodeView
 }
 
-// cachedNode is one node's view and selection, each with what it was built
-// from, and the pass that last saw the node. One entry holds both, so that
-// a pass looks each node up once.
+// cachedNode is one pool's view and selection of one node, each with what
+// it was built from.
 type cachedNode struct {
-	seen uint64
-
 	hasView bool
 	viewRV  string
 	leaseOK bool
@@ -51,100 +53,61 @@ type cachedNode struct {
 
 func newViewCache() *viewCache { return &viewCache{pools: map[string]*poolViews{}} }
 
-// viewPass is one plan pass over a pool's cached views and selections. A
-// nil *viewPass caches nothing: its views and selections are built afresh
-// (buildInput: Decide, the protocol simulator).
-type viewPass struct {
-	p    *poolViews
-	seen int
-}
-
-// pass starts a pass of pool. Passes of one pool must not overlap, nor
-// outlive the next one's start (the controller has one worker, and nothing
-// keeps a plan's input); done ends it.
-func (c *viewCache) pass(pool string) *viewPass {
+// pass returns pool's slot and buffer for a pass. Passes of one pool must
+// not overlap, nor outlive the next one's start (the controller has one
+// worker, and nothing keeps a plan's input); done ends it.
+func (c *viewCache) pass(pool string) *poolViews {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	p := c.pools[pool]
 	if p == nil {
-		p = &poolViews{nodes: map[string]*cachedNode{}}
+		p = &poolViews{slot: c.next}
+		if n := len(c.free); n > 0 {
+			p.slot, c.free = c.free[n-1], c.free[:n-1]
+		} else {
+			c.next++
+		}
 		c.pools[pool] = p
 	}
-	c.mu.Unlock()
-	p.pass++
-	return &viewPass{p: p}
+	return p
 }
 
-// buf is the slice to build the pass's input in: empty, with the capacity
-// of the last pass's.
-func (ps *viewPass) buf() []nodeView {
-	if ps == nil {
-		return nil
+// done keeps used as the next pass's buffer.
+func (p *poolViews) done(used []nodeView) { p.buf = used[:0] }
+
+// forget frees a deleted pool's slot.
+func (c *viewCache) forget(pool string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.pools[pool]; p != nil {
+		delete(c.pools, pool)
+		c.free = append(c.free, p.slot)
 	}
-	return ps.p.buf
 }
 
-// node is n's entry, marked seen by this pass (nil without a cache).
-func (ps *viewPass) node(n *corev1.Node) *cachedNode {
-	if ps == nil {
-		return nil
-	}
-	p := ps.p
-	ps.seen++
-	e := p.nodes[n.Name]
-	if e == nil {
-		e = &cachedNode{}
-		p.nodes[n.Name] = e
-	}
-	e.seen = p.pass
-	return e
-}
-
-// selection is n's selection by pools, from its entry e. Without a cache
-// (e nil) its matched pools are appended to buf[:0]; a cached selection's
-// are its own, and buf is not used.
-func (ps *viewPass) selection(e *cachedNode, n *corev1.Node, pools *poolSet, buf []poolSelector) selection {
+// selection is the node's selection by pools, from its cached entry e.
+// Without a cache (e nil) its matched pools are appended to buf[:0]; a
+// cached selection's are its own, and buf is not used. n is read only when
+// the selection is built afresh.
+func (e *cachedNode) selection(n *corev1.Node, rv string, pools *poolSet, buf []poolSelector) selection {
 	if e == nil {
 		return pools.selectNode(n, buf)
 	}
-	if !e.hasSelection || n.ResourceVersion == "" || e.selectionRV != n.ResourceVersion || e.pools != pools.key {
-		e.hasSelection, e.selectionRV, e.pools, e.sel = true, n.ResourceVersion, pools.key, pools.selectNode(n, nil)
+	if !e.hasSelection || rv == "" || e.selectionRV != rv || e.pools != pools.key {
+		e.hasSelection, e.selectionRV, e.pools, e.sel = true, rv, pools.key, pools.selectNode(n, nil)
 	}
 	return e.sel
 }
 
-// view is n's view, from its entry e, for an agent alive or not and the
-// pool's target.
-func (ps *viewPass) view(e *cachedNode, n *corev1.Node, leaseOK bool, target string) nodeView {
+// viewOf is the node's view for an agent alive or not and the pool's
+// target, from its cached entry e (nil: built afresh). n is read only when
+// the view is built afresh.
+func (e *cachedNode) viewOf(n *corev1.Node, rv string, leaseOK bool, target string) nodeView {
 	if e == nil {
 		return viewNode(n, leaseOK, target)
 	}
-	if !e.hasView || n.ResourceVersion == "" || e.viewRV != n.ResourceVersion || e.leaseOK != leaseOK || e.target != target {
-		e.hasView, e.viewRV, e.leaseOK, e.target, e.view = true, n.ResourceVersion, leaseOK, target, viewNode(n, leaseOK, target)
+	if !e.hasView || rv == "" || e.viewRV != rv || e.leaseOK != leaseOK || e.target != target {
+		e.hasView, e.viewRV, e.leaseOK, e.target, e.view = true, rv, leaseOK, target, viewNode(n, leaseOK, target)
 	}
 	return e.view
-}
-
-// done ends the pass: the entries of nodes it did not see (deleted, no
-// longer listed) are dropped, and used is kept as the next pass's buffer.
-func (ps *viewPass) done(used []nodeView) {
-	if ps == nil {
-		return
-	}
-	p := ps.p
-	p.buf = used[:0]
-	if len(p.nodes) == ps.seen {
-		return
-	}
-	for name, e := range p.nodes {
-		if e.seen != p.pass {
-			delete(p.nodes, name)
-		}
-	}
-}
-
-// forget drops a deleted pool's views.
-func (c *viewCache) forget(pool string) {
-	c.mu.Lock()
-	delete(c.pools, pool)
-	c.mu.Unlock()
 }

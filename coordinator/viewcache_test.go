@@ -1,10 +1,14 @@
 package coordinator
 
 import (
+	"iter"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -14,18 +18,17 @@ import (
 
 // TestViewCacheRebuildsWhatChanged: the cached view is always the view
 // viewNode builds: after a change of the node (a new resourceVersion), of
-// its agent's liveness and of the pool's target; a node missing from a pass
-// is forgotten, and so is a deleted pool.
+// its agent's liveness and of the pool's target. A deleted pool's slot goes
+// to the next new pool.
 func TestViewCacheRebuildsWhatChanged(t *testing.T) {
+	t.Parallel()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "1",
 		Annotations: map[string]string{v1alpha1.AnnotationState: string(v1alpha1.StepStaged)}},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
-	cache := newViewCache()
+	var e cachedNode
 	check := func(what string, n *corev1.Node, leaseOK bool, target string) {
 		t.Helper()
-		pass := cache.pass("p")
-		got := pass.view(pass.node(n), n, leaseOK, target)
-		pass.done(append(pass.buf(), got))
+		got := e.viewOf(n, n.ResourceVersion, leaseOK, target)
 		if want := viewNode(n, leaseOK, target); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: cached view\n%+v\nwant\n%+v", what, got, want)
 		}
@@ -44,22 +47,26 @@ func TestViewCacheRebuildsWhatChanged(t *testing.T) {
 	cordoned.Spec.Unschedulable = true
 	check("cordoned", cordoned, false, "os:3")
 
-	pass := cache.pass("p") // a pass that does not see n1
-	pass.done(pass.buf())
-	if _, ok := cache.pools["p"].nodes["n1"]; ok {
-		t.Errorf("a node no pass saw is still cached")
+	cache := newViewCache()
+	p, q := cache.pass("p").slot, cache.pass("q").slot
+	if p == q || cache.pass("p").slot != p {
+		t.Errorf("slots p %d, q %d, p again %d: want two, each kept", p, q, cache.pass("p").slot)
 	}
 	cache.forget("p")
 	if _, ok := cache.pools["p"]; ok {
-		t.Errorf("a deleted pool's views are still cached")
+		t.Errorf("a deleted pool is still numbered")
+	}
+	if r := cache.pass("r").slot; r != p {
+		t.Errorf("a new pool got slot %d, want the deleted pool's %d", r, p)
 	}
 }
 
 // TestViewCacheSelectionsFollowNodesAndPools: a pass through the cache
-// gives the input a pass without it gives (buildInput), after every change
-// a selection depends on: a node's labels and grant-pool annotation (each
-// with a new resourceVersion), a pool's selector and target, the planned
-// pool's canary selector, a pool added and one deleted.
+// and the node index gives the input a pass without them gives
+// (buildInput), after every change a selection depends on: a node's labels
+// and grant-pool annotation (each with a new resourceVersion), a pool's
+// selector and target, the planned pool's canary selector, a pool added
+// and one deleted, a node deleted.
 func TestViewCacheSelectionsFollowNodesAndPools(t *testing.T) {
 	t.Parallel()
 	mk := func(name, group string, extra map[string]string) *corev1.Node {
@@ -83,17 +90,34 @@ func TestViewCacheSelectionsFollowNodesAndPools(t *testing.T) {
 	other.Name = "other"
 	pools := []*v1alpha1.UpdatePool{planned, other}
 	alive := func(node string) bool { return node != "b1" }
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	index := newNodeIndex()
+	for _, n := range nodes {
+		index.setNode(n)
+		if alive(n.Name) {
+			index.setLease(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.AgentLeaseName(n.Name)},
+				Spec: coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: now}}})
+		}
+	}
 	cache := newViewCache()
+	byName := func(v []nodeView) []nodeView {
+		return slices.SortedFunc(slices.Values(v), func(a, b nodeView) int { return strings.Compare(a.name, b.name) })
+	}
 	check := func(what string) {
 		t.Helper()
-		pass := cache.pass(planned.Name)
-		got, gotSilent, err := buildInputWith(pass, planned, pools, nodes, alive, map[string]bool{}, map[string]bool{}, time.Time{})
+		views := cache.pass(planned.Name)
+		var got planInput
+		var gotSilent []*corev1.Node
+		var err error
+		index.read(views.slot, now, func(listed iter.Seq[listedNode]) {
+			got, gotSilent, err = buildInputWith(views.buf, planned, pools, listed, map[string]bool{}, map[string]bool{}, now)
+		})
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		pass.done(got.nodes)
-		want, wantSilent, _ := buildInput(planned, pools, nodes, alive, map[string]bool{}, map[string]bool{}, time.Time{})
-		if !reflect.DeepEqual(got.nodes, want.nodes) || got.controlPlaneBusy != want.controlPlaneBusy || !reflect.DeepEqual(gotSilent, wantSilent) {
+		views.done(got.nodes)
+		want, wantSilent, _ := buildInput(planned, pools, nodes, alive, map[string]bool{}, map[string]bool{}, now)
+		if !reflect.DeepEqual(byName(got.nodes), byName(want.nodes)) || got.controlPlaneBusy != want.controlPlaneBusy || !reflect.DeepEqual(gotSilent, wantSilent) {
 			t.Errorf("%s: through the cache\n%+v (%q)\nwithout\n%+v (%q)", what, got.nodes, got.controlPlaneBusy, want.nodes, want.controlPlaneBusy)
 		}
 	}
@@ -102,6 +126,7 @@ func TestViewCacheSelectionsFollowNodesAndPools(t *testing.T) {
 		f(n)
 		n.ResourceVersion += "1"
 		nodes[i] = n
+		index.setNode(n)
 	}
 	check("first pass")
 	check("nothing changed")
@@ -131,10 +156,12 @@ func TestViewCacheSelectionsFollowNodesAndPools(t *testing.T) {
 	check("a canary selector")
 	pools = []*v1alpha1.UpdatePool{planned}
 	check("the other pool deleted")
+	index.removeNode(nodes[0].Name)
 	nodes = nodes[1:]
 	check("a node deleted")
-	if _, ok := cache.pools[planned.Name].nodes["a1"]; ok {
-		t.Errorf("a deleted node's selection is still cached")
+	index.setNode(mk("a1", "b", nil))
+	if e := index.byName["a1"]; e.first.hasSelection || e.first.hasView {
+		t.Errorf("a node made again under a deleted node's name inherits its cached selection or view")
 	}
 }
 

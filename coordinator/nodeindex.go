@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"iter"
+	"strings"
 	"sync"
 	"time"
 
@@ -92,7 +93,10 @@ func (x *nodeIndex) nodeHandler(then func(old, cur *corev1.Node)) cache.Resource
 func (x *nodeIndex) entry(name string) *indexedNode {
 	e := x.byName[name]
 	if e == nil {
-		e = &indexedNode{name: name, slot: -1}
+		// The name's own copy: names of entries made one after another
+		// sit together in the heap, where a pass that reads or hashes
+		// every name finds them, not in each Node's memory.
+		e = &indexedNode{name: strings.Clone(name), slot: -1}
 		x.byName[name] = e
 	}
 	return e
@@ -160,7 +164,7 @@ func (x *nodeIndex) read(slot int, now time.Time, f func(nodes iter.Seq[listedNo
 	nowNs := now.UnixNano()
 	f(func(yield func(listedNode) bool) {
 		for _, e := range x.listed {
-			if !yield(listedNode{node: e.node, rv: e.rv, leaseOK: e.expiry != 0 && nowNs < e.expiry, cache: e.views(slot)}) {
+			if !yield(listedNode{node: e.node, name: e.name, rv: e.rv, leaseOK: e.expiry != 0 && nowNs < e.expiry, cache: e.views(slot)}) {
 				return
 			}
 		}
@@ -179,10 +183,11 @@ func (e *indexedNode) views(slot int) *cachedNode {
 }
 
 // listedNode is what a pass reads of one node: the Node, touched only to
-// build a view or a selection afresh, its resourceVersion, its agent's
+// build a view or a selection afresh, its name, its resourceVersion, its agent's
 // liveness and its cached views (nil: none, built afresh).
 type listedNode struct {
 	node    *corev1.Node
+	name    string
 	rv      string
 	leaseOK bool
 	cache   *cachedNode
@@ -193,7 +198,7 @@ type listedNode struct {
 func listNodes(nodes []*corev1.Node, agentAlive func(string) bool) iter.Seq[listedNode] {
 	return func(yield func(listedNode) bool) {
 		for _, n := range nodes {
-			if !yield(listedNode{node: n, rv: n.ResourceVersion, leaseOK: agentAlive(n.Name)}) {
+			if !yield(listedNode{node: n, name: n.Name, rv: n.ResourceVersion, leaseOK: agentAlive(n.Name)}) {
 				return
 			}
 		}

@@ -31,7 +31,7 @@ func (c *Controller) input(pool *v1alpha1.UpdatePool, pending map[string]bool, n
 	views := c.views.pass(pool.Name)
 	pools, backoff := c.cachedPools(), c.backingOff(now)
 	c.index.read(views.slot, now, func(nodes iter.Seq[listedNode]) {
-		in, silent, err = buildInputWith(views.buf, pool, pools, nodes, pending, backoff, now)
+		in, silent, err = buildInputWith(views, pool, pools, nodes, pending, backoff, now)
 	})
 	views.done(in.nodes)
 	return in, silent, err
@@ -46,15 +46,24 @@ func buildInput(pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool, nodes [
 }
 
 // buildInputWith is buildInput over listed nodes, each with its cached
-// selection and view (or none), in buf when it is large enough. A node's
-// object is read only where its cached selection or view no longer holds,
-// and for control-plane nodes.
-func buildInputWith(buf []nodeView, pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool,
+// selection and view (or none), in the buffer of the pool's cached views
+// (nil: none). A node's object is read only where its cached selection or
+// view no longer holds, and for control-plane nodes. With views, pool's
+// target is replaced by the last pass's when equal (interned).
+func buildInputWith(views *poolViews, pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool,
 	nodes iter.Seq[listedNode], pending, backoff map[string]bool, now time.Time) (planInput, []*corev1.Node, error) {
+	var buf []nodeView
+	if views != nil {
+		buf = views.buf
+		pool.Spec.OSImage = interned(&views.target, pool.Spec.OSImage)
+	}
 	in := planInput{pool: pool, pending: pending, backoff: backoff, now: now, nodes: buf[:0]}
 	set, err := newPoolSet(pool, pools)
 	if err != nil {
 		return in, nil, err
+	}
+	if views != nil {
+		set.key = interned(&views.key, set.key)
 	}
 	var silent []*corev1.Node
 	var busy []string // unavailable control-plane nodes, "name (why)"
@@ -71,6 +80,7 @@ func buildInputWith(buf []nodeView, pool *v1alpha1.UpdatePool, pools []*v1alpha1
 			continue
 		}
 		v := l.cache.viewOf(l.node, l.rv, l.leaseOK, pool.Spec.OSImage)
+		v.name = l.name
 		v.selected, v.shared, v.owner, v.canary = sel.selected, len(sel.matched) > 1, sel.owner, sel.canary
 		in.nodes = append(in.nodes, v)
 		if sel.selected && !l.leaseOK {

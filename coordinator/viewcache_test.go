@@ -110,7 +110,7 @@ func TestViewCacheSelectionsFollowNodesAndPools(t *testing.T) {
 		var gotSilent []*corev1.Node
 		var err error
 		index.read(views.slot, now, func(listed iter.Seq[listedNode]) {
-			got, gotSilent, err = buildInputWith(views.buf, planned, pools, listed, map[string]bool{}, map[string]bool{}, now)
+			got, gotSilent, err = buildInputWith(views, planned, pools, listed, map[string]bool{}, map[string]bool{}, now)
 		})
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)

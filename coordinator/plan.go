@@ -170,7 +170,7 @@ func planPool(in planInput) (*poolPlan, error) {
 	frozen := map[string]bool{} // granted, being granted or released: target stays
 	staging := 0                // nodes that need the update but have not staged it yet
 	for i := range in.nodes {
-		n := in.nodes[i]
+		n := &in.nodes[i]
 		if n.selected && n.shared {
 			p.overlapping = append(p.overlapping, n.name)
 		}
@@ -178,7 +178,7 @@ func planPool(in planInput) (*poolPlan, error) {
 			frozen[n.name] = true
 		}
 		down, why := countAs(n, in.pending)
-		if step := p.planRelease(n, in, soak); step != soakNone {
+		if step := p.planRelease(n, &in, soak); step != soakNone {
 			if down {
 				p.downAfterSoak[n.name] = why
 			}
@@ -277,7 +277,7 @@ func (p *poolPlan) endSoak(nodes []string) {
 // planRelease decides what happens to n's grant: released now, or kept
 // for a soak after Done (soak is the soak a Done seen now starts). It
 // returns n's soak step, soakNone when n does not soak.
-func (p *poolPlan) planRelease(n nodeView, in planInput, soak time.Duration) soakStep {
+func (p *poolPlan) planRelease(n *nodeView, in *planInput, soak time.Duration) soakStep {
 	release, yielded := releasable(n, in.pool.Name, p.target)
 	if !release || in.pending[n.name] {
 		return soakNone
@@ -342,7 +342,7 @@ func (p *poolPlan) endSoaks(in planInput) {
 // countAs is how node counts against the budget: a grant written but not
 // yet observed counts; otherwise v1alpha1.Unavailable, with a finished
 // grant ignored (nodeView.unavailable).
-func countAs(n nodeView, pending map[string]bool) (bool, string) {
+func countAs(n *nodeView, pending map[string]bool) (bool, string) {
 	if pending[n.name] {
 		return true, "updating (grant not yet observed)"
 	}
@@ -355,7 +355,7 @@ func countAs(n nodeView, pending map[string]bool) (bool, string) {
 // node) releases it once the agent reports Done or Yielded for it, whatever
 // target the report names; the issuing pool releases a Degraded grant once
 // its target is no longer the one the grant was for.
-func releasable(n nodeView, pool, target string) (release, yielded bool) {
+func releasable(n *nodeView, pool, target string) (release, yielded bool) {
 	if !n.granted() || n.stateGrnt != n.grant {
 		return false, false
 	}

@@ -123,7 +123,7 @@ func soakEnd(now time.Time, d time.Duration) time.Time {
 }
 
 // soakOf decides n's soak: only a Done grant the pool releases soaks.
-func soakOf(n nodeView, d time.Duration, now time.Time) soakStep {
+func soakOf(n *nodeView, d time.Duration, now time.Time) soakStep {
 	if n.state != v1alpha1.StepDone {
 		return soakNone
 	}

@@ -126,7 +126,7 @@ func (e *cachedNode) viewOf(n *corev1.Node, rv string, leaseOK bool, target stri
 		// The plan compares these with the target, per node per pass:
 		// sharing the target's bytes makes an equal one a pointer
 		// comparison.
-		for _, s := range []*string{&v.stateTgt, &v.staged, &v.grantTarget} {
+		for _, s := range []*string{&v.target, &v.stateTgt, &v.staged, &v.grantTarget} {
 			if *s == target {
 				*s = target
 			}

@@ -23,35 +23,7 @@ import (
 // and after it (old nil for an add, cur nil for a delete): a pass that an
 // event enqueues reads the liveness the event brought.
 func (x *nodeIndex) leaseHandler(then func(old, cur *coordinationv1.Lease)) cache.ResourceEventHandlerFuncs {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if l, ok := obj.(*coordinationv1.Lease); ok {
-				x.setLease(l)
-				then(nil, l)
-			}
-		},
-		UpdateFunc: func(oldObj, obj any) {
-			l, ok := obj.(*coordinationv1.Lease)
-			if !ok {
-				return
-			}
-			x.setLease(l)
-			if old, ok := oldObj.(*coordinationv1.Lease); ok {
-				then(old, l)
-			} else {
-				then(nil, l)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if l, ok := obj.(*coordinationv1.Lease); ok {
-				x.removeLease(l)
-				then(l, nil)
-			}
-		},
-	}
+	return indexHandler(x.setLease, x.removeLease, then)
 }
 
 // setLease keeps l's expiry, when it is an agent's Lease.

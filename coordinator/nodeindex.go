@@ -61,29 +61,37 @@ func newNodeIndex() *nodeIndex { return &nodeIndex{byName: map[string]*indexedNo
 // each event, after the index holds it, calls then with the node before
 // and after it (old nil for an add, cur nil for a delete).
 func (x *nodeIndex) nodeHandler(then func(old, cur *corev1.Node)) cache.ResourceEventHandlerFuncs {
+	return indexHandler(x.setNode, func(n *corev1.Node) { x.removeNode(n.Name) }, then)
+}
+
+// indexHandler is an informer's event handler that keeps an index with set
+// and remove, and then calls then with the object before and after the
+// event (old nil for an add, or for an update from an object of another
+// type; cur nil for a delete, seen whole or as a tombstone). Objects of
+// another type are ignored.
+func indexHandler[T comparable](set, remove func(T), then func(old, cur T)) cache.ResourceEventHandlerFuncs {
+	var none T
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if n, ok := obj.(*corev1.Node); ok {
-				x.setNode(n)
-				then(nil, n)
+			if cur, ok := obj.(T); ok {
+				set(cur)
+				then(none, cur)
 			}
 		},
 		UpdateFunc: func(oldObj, obj any) {
-			n, ok := obj.(*corev1.Node)
-			if !ok {
-				return
+			if cur, ok := obj.(T); ok {
+				set(cur)
+				old, _ := oldObj.(T)
+				then(old, cur)
 			}
-			x.setNode(n)
-			old, _ := oldObj.(*corev1.Node)
-			then(old, n)
 		},
 		DeleteFunc: func(obj any) {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tomb.Obj
 			}
-			if n, ok := obj.(*corev1.Node); ok {
-				x.removeNode(n.Name)
-				then(n, nil)
+			if old, ok := obj.(T); ok {
+				remove(old)
+				then(old, none)
 			}
 		},
 	}

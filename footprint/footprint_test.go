@@ -1,12 +1,16 @@
 package footprint
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 const exe = "/usr/local/bin/nodeward agent" // a space in the path on purpose
@@ -127,3 +131,66 @@ func TestReleaseLowersTheMappedExecutable(t *testing.T) {
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+// TestEvictLeavesOnlyThePagesUsedAfterIt maps a file on disk read-only,
+// touches every page, evicts the mapping, then touches one page: the file
+// is no longer cached but for that page, and only that page is mapped
+// again (no fault-around, no readahead). The file lives beside the test,
+// not in a tmpfs, whose pages the page cache cannot drop.
+func TestEvictLeavesOnlyThePagesUsedAfterIt(t *testing.T) {
+	const pages = 64
+	page := os.Getpagesize()
+	f, err := os.CreateTemp(".", ".evict-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(f.Name()) })
+	if _, err := f.Write(bytes.Repeat([]byte{1}, pages*page)); err != nil {
+		t.Fatal(err)
+	}
+	// Dirty pages stay cached whatever the advice: written back first.
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, pages*page, unix.PROT_READ, unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(data)
+	_ = f.Close()
+	var sum byte
+	for i := 0; i < len(data); i += page {
+		sum += data[i]
+	}
+	if got := cached(t, data, page); got != pages {
+		t.Fatalf("%d of %d pages cached after reading them all (sum %d)", got, pages, sum)
+	}
+	start := uint64(uintptr(unsafe.Pointer(&data[0])))
+	if err := evict(f.Name(), []Mapping{{Start: start, End: start + uint64(len(data))}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := cached(t, data, page); got != 0 {
+		t.Errorf("%d of %d pages still cached after the eviction", got, pages)
+	}
+	sum += data[pages/2*page]
+	if got := cached(t, data, page); got != 1 {
+		t.Errorf("%d pages cached after reading one: want that one only (no readahead, no fault-around)", got)
+	}
+	if sum != pages+1 {
+		t.Errorf("read %d, want %d: the evicted mapping must read the file as it was", sum, pages+1)
+	}
+}
+
+// cached counts data's pages in the page cache (mincore).
+func cached(t *testing.T, data []byte, page int) int {
+	t.Helper()
+	vec := make([]byte, (len(data)+page-1)/page)
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&data[0])), uintptr(len(data)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		t.Fatalf("mincore: %v", errno)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
+}

@@ -104,7 +104,7 @@ func newAgentCommand(g *globals) *cobra.Command {
 	_ = cmd.Flags().MarkHidden("mco-drain-degrade-after")
 	cmd.Flags().StringVar(&stateDir, "state-dir", "/var/lib/nodeward", "update state directory; must survive reboots")
 	cmd.Flags().BoolVar(&releaseStartup, "release-startup-memory", true,
-		"once ready, unmap the pages of the executable that only start-up used and free start-up's heap (lowers the idle RSS by about a fifth; docs/agent.md)")
+		"once ready, unmap the executable's pages and drop them from the page cache, so that only the pages used after start-up are read back, and free start-up's heap (lowers the idle RSS by about half; docs/agent.md)")
 	cmd.Flags().IntVar(&maxProcs, "gomaxprocs", 1,
 		"how many threads run the agent's Go code at once (GOMAXPROCS); 0 keeps Go's default (the CPUs, or the container's CPU limit). "+
 			"The environment's GOMAXPROCS is used instead when set and this flag is not given")

@@ -81,3 +81,12 @@ func TestLeaseExpiriesAgreeWithTheLease(t *testing.T) {
 		t.Errorf("callbacks (old→cur present) %v, want %v: an update from an object that is not a Lease must re-plan as an add", calls, want)
 	}
 }
+
+// alive reports whether the index holds node's agent as alive at now, as a
+// pass reads it.
+func (x *nodeIndex) alive(node string, now time.Time) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	e := x.byName[node]
+	return e != nil && e.aliveAt(now.UnixNano())
+}

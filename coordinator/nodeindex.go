@@ -155,14 +155,9 @@ func (x *nodeIndex) node(name string) *corev1.Node {
 	return nil
 }
 
-// alive reports whether node's agent Lease was renewed within its
-// duration at now.
-func (x *nodeIndex) alive(node string, now time.Time) bool {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	e := x.byName[node]
-	return e != nil && e.expiry != 0 && now.UnixNano() < e.expiry
-}
+// aliveAt reports whether the node's agent Lease was renewed within its
+// duration at nowNs (Unix nanoseconds).
+func (e *indexedNode) aliveAt(nowNs int64) bool { return e.expiry != 0 && nowNs < e.expiry }
 
 // read calls f with the listed nodes, for a pass of the viewCache slot
 // slot at now, under the read lock: f must not keep what it is given.
@@ -172,7 +167,7 @@ func (x *nodeIndex) read(slot int, now time.Time, f func(nodes iter.Seq[listedNo
 	nowNs := now.UnixNano()
 	f(func(yield func(listedNode) bool) {
 		for _, e := range x.listed {
-			if !yield(listedNode{node: e.node, name: e.name, rv: e.rv, leaseOK: e.expiry != 0 && nowNs < e.expiry, cache: e.views(slot)}) {
+			if !yield(listedNode{node: e.node, name: e.name, rv: e.rv, leaseOK: e.aliveAt(nowNs), cache: e.views(slot)}) {
 				return
 			}
 		}

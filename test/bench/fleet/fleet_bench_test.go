@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"os"
@@ -145,6 +146,7 @@ func BenchmarkRollout100Processes(b *testing.B) {
 	first := w.firstGrant()
 	budget := pods.result(first, first.Add(makespan))
 	b.Logf("the workload's budget: %s", budget)
+	b.Logf("each node's time by the pods evicted from it:\n%s", w.byPods(pods.evictedFrom(first, first.Add(makespan))))
 	median := perNode[len(perNode)/2]
 	ideal := time.Duration(math.Ceil(float64(nodes)/maxUnavailable)) * median
 	minutes := makespan.Minutes()
@@ -329,6 +331,33 @@ func (w *fleetWatch) stepTimes() string {
 		slices.Sort(d)
 		fmt.Fprintf(&out, "%-16s %5d %9s %9s %9s\n", step, len(d), d[len(d)/2].Round(time.Millisecond),
 			d[len(d)*9/10].Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond))
+	}
+	return out.String()
+}
+
+// byPods is each node's time from its grant to its Done, grouped by the
+// number of the workload's pods evicted from it: the nodes that received a
+// replacement before their own drain have more to evict.
+func (w *fleetWatch) byPods(evicted map[string]int) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	groups := map[int][]time.Duration{}
+	for n, d := range w.doneAt {
+		if g := w.granted[n]; !g.IsZero() {
+			groups[evicted[n]] = append(groups[evicted[n]], d.Sub(g))
+		}
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "%-6s %5s %9s %9s %9s\n", "pods", "nodes", "median", "mean", "max")
+	for _, k := range slices.Sorted(maps.Keys(groups)) {
+		d := groups[k]
+		slices.Sort(d)
+		var sum time.Duration
+		for _, x := range d {
+			sum += x
+		}
+		fmt.Fprintf(&out, "%-6d %5d %9s %9s %9s\n", k, len(d), d[len(d)/2].Round(time.Millisecond),
+			(sum / time.Duration(len(d))).Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond))
 	}
 	return out.String()
 }

@@ -67,6 +67,7 @@ type workloadWatch struct {
 	seen    map[string]time.Time // pod UID → first seen
 	ready   map[string]time.Time // pod UID → first seen Ready
 	gone    map[string]time.Time // pod UID → first seen terminating, or deleted
+	host    map[string]string    // pod UID → its node
 	budget  int32                // pods the PDB lets be unavailable
 	zeroAt  time.Time            // when the PDB last went to 0 allowed; zero while it allows some
 	zeroFor []span               // the closed spans of 0 allowed
@@ -75,7 +76,7 @@ type workloadWatch struct {
 type span struct{ from, to time.Time }
 
 func watchWorkload(b *testing.B, cp *cluster.ControlPlane, ns string) *workloadWatch {
-	w := &workloadWatch{seen: map[string]time.Time{}, ready: map[string]time.Time{}, gone: map[string]time.Time{}}
+	w := &workloadWatch{seen: map[string]time.Time{}, ready: map[string]time.Time{}, gone: map[string]time.Time{}, host: map[string]string{}}
 	factory := informers.NewSharedInformerFactoryWithOptions(cp.Client(), 0, informers.WithNamespace(ns))
 	onPod := func(obj any) {
 		p, ok := obj.(*corev1.Pod)
@@ -88,6 +89,9 @@ func watchWorkload(b *testing.B, cp *cluster.ControlPlane, ns string) *workloadW
 		uid := string(p.UID)
 		if _, ok := w.seen[uid]; !ok {
 			w.seen[uid] = now
+		}
+		if p.Spec.NodeName != "" {
+			w.host[uid] = p.Spec.NodeName
 		}
 		if _, ok := w.ready[uid]; !ok && podReady(p) {
 			w.ready[uid] = now
@@ -135,6 +139,20 @@ func watchWorkload(b *testing.B, cp *cluster.ControlPlane, ns string) *workloadW
 	factory.WaitForCacheSync(stop)
 	b.Cleanup(func() { close(stop); factory.Shutdown() })
 	return w
+}
+
+// evictedFrom counts, for each node, the workload's pods that went from it
+// between start and end.
+func (w *workloadWatch) evictedFrom(start, end time.Time) map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]int{}
+	for uid, gone := range w.gone {
+		if !gone.Before(start) && !gone.After(end) && w.host[uid] != "" {
+			out[w.host[uid]]++
+		}
+	}
+	return out
 }
 
 func podReady(p *corev1.Pod) bool {

@@ -21,6 +21,7 @@ import (
 func newAgentCommand(g *globals) *cobra.Command {
 	var (
 		conn       kubeFlags
+		limit      clientRateLimit
 		flags      healthFlags
 		drainFlags agentDrainFlags
 		host       hostFlags
@@ -61,6 +62,9 @@ func newAgentCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := limit.apply(restConfig); err != nil {
+				return err
+			}
 			// The agent adds the node to its own lines; the OS edge's
 			// lines get it here.
 			log := g.logger.With("node", nodeName)
@@ -91,6 +95,7 @@ func newAgentCommand(g *globals) *cobra.Command {
 		},
 	}
 	conn.register(cmd, false)
+	limit.register(cmd)
 	flags.register(cmd)
 	flags.registerAgent(cmd)
 	drainFlags.register(cmd)

@@ -59,6 +59,37 @@ func (f *kubeFlags) namespace() (ns string, explicit bool, err error) {
 	return ns, explicit, nil
 }
 
+// clientRateLimit is the client-side limit on a long-running process's
+// API requests, under the kubelet's flag names. client-go's default (5 a
+// second, bursts of 10) paced the agent's own update: a node's update makes
+// about 60 requests in its few seconds (cordon, evictions, conditions,
+// state reports, uncordon), and at 5 a second its steps after the drain
+// waited 0.7 s each on the limiter in the 100-node rollout
+// (docs/benchmarks.md). The kubelet's defaults, 50 and 100, bound a node's
+// agent as they bound its kubelet.
+type clientRateLimit struct {
+	qps   float32
+	burst int
+}
+
+func (r *clientRateLimit) register(cmd *cobra.Command) {
+	cmd.Flags().Float32Var(&r.qps, "kube-api-qps", 50, "API requests per second this process may send, sustained (client-side limit)")
+	cmd.Flags().IntVar(&r.burst, "kube-api-burst", 100, "API requests this process may send at once above --kube-api-qps")
+}
+
+// apply sets the limit on cfg; a bad value is a usage error naming its
+// flag.
+func (r clientRateLimit) apply(cfg *rest.Config) error {
+	if !(r.qps > 0) {
+		return usageError(fmt.Errorf("--kube-api-qps %v: must be more than 0", r.qps))
+	}
+	if r.burst < 1 {
+		return usageError(fmt.Errorf("--kube-api-burst %d: must be 1 or more", r.burst))
+	}
+	cfg.QPS, cfg.Burst = r.qps, r.burst
+	return nil
+}
+
 func (f *kubeFlags) client() (*kube.Client, error) {
 	cfg, err := f.restConfig()
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodeward/nodeward/test/cluster"
@@ -117,6 +118,41 @@ func TestRequestTimeoutReachesTheClient(t *testing.T) {
 		}
 		if got := sub.Flags().Lookup("namespace") != nil; got != withNS {
 			t.Errorf("%s: --namespace present %t, want %t", cmd, got, withNS)
+		}
+	}
+}
+
+// TestAgentRateLimitFlags: the agent's client-side limit takes the
+// kubelet's flags and defaults, and a value that would stop or unbound the
+// agent's requests is refused by its flag's name before the agent starts.
+func TestAgentRateLimitFlags(t *testing.T) {
+	t.Parallel()
+	var r clientRateLimit
+	cmd := &cobra.Command{}
+	r.register(cmd)
+	if err := cmd.ParseFlags(nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &rest.Config{}
+	if err := r.apply(cfg); err != nil || cfg.QPS != 50 || cfg.Burst != 100 {
+		t.Fatalf("defaults: QPS %v, burst %d, err %v; want the kubelet's 50 and 100", cfg.QPS, cfg.Burst, err)
+	}
+	if err := cmd.ParseFlags([]string{"--kube-api-qps=7.5", "--kube-api-burst=9"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.apply(cfg); err != nil || cfg.QPS != 7.5 || cfg.Burst != 9 {
+		t.Fatalf("given: QPS %v, burst %d, err %v; want 7.5 and 9", cfg.QPS, cfg.Burst, err)
+	}
+
+	for _, c := range []struct{ flag, want string }{
+		{"--kube-api-qps=0", "--kube-api-qps 0: must be more than 0"},
+		{"--kube-api-qps=-1", "--kube-api-qps -1: must be more than 0"},
+		{"--kube-api-qps=NaN", "--kube-api-qps NaN: must be more than 0"},
+		{"--kube-api-burst=0", "--kube-api-burst 0: must be 1 or more"},
+	} {
+		out, code := run(t, "agent", "--node-name=n1", "--server=https://127.0.0.1:1", c.flag)
+		if code != exitUsage || !strings.Contains(out, c.want) {
+			t.Errorf("agent %s: exit %d, want %d with %q in:\n%s", c.flag, code, exitUsage, c.want, out)
 		}
 	}
 }

@@ -101,6 +101,7 @@ func (d *Drainer) Uncordon(ctx context.Context, force bool) (UncordonResult, err
 	if err != nil {
 		return "", fmt.Errorf("uncordon node %s: %w", d.node, err)
 	}
+	d.budgets.finished() // the drain, if any, is over
 	// A yielded drain's blocking report stays: it says why the node gave
 	// its slot back. Otherwise the node no longer counts as drained.
 	if result == Uncordoned && !d.drainedIs(ctx, corev1.ConditionFalse, "DrainBlocked", "DrainRefused") {

@@ -47,6 +47,8 @@ type Drainer struct {
 	metrics *Metrics
 	// evictSlots bounds the eviction requests in flight.
 	evictSlots chan struct{}
+	// budgets is the drain's place among the drains a budget refused.
+	budgets *budgetQueue
 }
 
 // New validates cfg.
@@ -65,7 +67,8 @@ func New(cfg Config) (*Drainer, error) {
 	}
 	opts := cfg.Options.withDefaults()
 	return &Drainer{cfg: cfg, client: cfg.Client, node: cfg.Node, opts: opts, log: cfg.Log,
-		metrics: cfg.Metrics, evictSlots: make(chan struct{}, opts.Concurrency)}, nil
+		metrics: cfg.Metrics, evictSlots: make(chan struct{}, opts.Concurrency),
+		budgets: &budgetQueue{first: budgetTurnFirst, decay: budgetTurnDecay}}, nil
 }
 
 // Result is what a drain did.
@@ -179,6 +182,7 @@ func (d *Drainer) Drain(ctx context.Context) (*Result, error) {
 		}
 	}
 	outcome = "drained"
+	d.budgets.finished()
 	d.metrics.setBlocked(0)
 	done := fmt.Sprintf("drained %d pods in %s", res.Plan.Pods(), time.Since(start).Round(time.Millisecond))
 	d.log.Info("drain finished", "pods", res.Plan.Pods(), "evicted", res.Evicted, "forced", res.Forced)

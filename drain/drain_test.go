@@ -10,7 +10,9 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
@@ -498,5 +500,90 @@ func TestDrainMovesPodsBoundWhileDraining(t *testing.T) {
 	}
 	if len(left) != 1 || left[0].Name != "after" {
 		t.Errorf("Undrained = %v, want the pod bound after the drain", left)
+	}
+}
+
+// Two drains wait on one budget; when it frees a single disruption, the
+// drain that has waited longer takes it, whichever of the two the watch
+// wakes first. The turns are widened (3 s, falling by e every 2 s) so that
+// the order is not a race against the server's answers; without the turn
+// either drain wins half the time.
+func TestDrainThatWaitedLongerTakesTheFreedBudget(t *testing.T) {
+	f := newFixture(t, "turn", 1)
+	older, newer := f.node, f.free[0]
+	shared := func(p *corev1.PodTemplateSpec) { p.Labels["budget"] = "turn" }
+	// One pod on each node: the free node is cordoned for the first.
+	f.deployment("first", 1, shared)
+	f.waitRunning(older, 1)
+	f.setUnschedulable(older, true)
+	f.release()
+	f.deployment("second", 1, shared)
+	f.waitRunning(newer, 1)
+	_, err := f.client.PolicyV1().PodDisruptionBudgets(f.ns).Create(f.ctx(), &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "turn-pdb"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"budget": "turn"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.waitPDB("turn-pdb", 0)
+
+	refused := map[string]chan struct{}{older: make(chan struct{}), newer: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(f.ctx(), 2*time.Minute)
+	defer cancel()
+	results := make(chan string, 2)
+	start := func(node string) {
+		var once sync.Once
+		d, err := drain.New(drain.Config{Client: f.cp.Kube(), Node: node, ReportEvery: 100 * time.Millisecond,
+			Progress: func(p drain.Progress) {
+				if p.Kind == drain.ProgressBlocked {
+					once.Do(func() { close(refused[node]) })
+				}
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		drain.SetBudgetTurn(d, 3*time.Second, 2*time.Second)
+		go func() {
+			if _, err := d.Run(ctx); err == nil {
+				results <- node
+			}
+		}()
+	}
+	waitClosed := func(ch chan struct{}, what string) {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("%s: not within the deadline", what)
+		}
+	}
+	start(older)
+	waitClosed(refused[older], "the first drain refused by the budget")
+	// The first drain's wait: 4 s puts its turn at 3 s × e⁻² = 0.4 s,
+	// against about 3 s for the drain that starts now.
+	waitedFrom := time.Now()
+	cluster.WaitFor(t, time.Minute, "the first drain to wait 4 s", func(context.Context) (bool, error) {
+		return time.Since(waitedFrom) >= 4*time.Second, nil
+	})
+	start(newer)
+	waitClosed(refused[newer], "the second drain refused by the budget")
+
+	// One disruption: both cordoned, the evicted pod's replacement stays
+	// Pending, so the budget does not free again.
+	patch := `{"spec":{"maxUnavailable":1}}`
+	if _, err := f.client.PolicyV1().PodDisruptionBudgets(f.ns).Patch(ctx, "turn-pdb", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case won := <-results:
+		if won != older {
+			t.Fatalf("the drain that started waiting 4 s later (%s) took the freed disruption", won)
+		}
+	case <-ctx.Done():
+		t.Fatal("neither drain finished after the budget allowed one disruption")
+	}
+	if pods, err := f.podsOn(ctx, newer); err != nil || len(pods) != 1 {
+		t.Errorf("the newer drain's node has %d pods (err %v), want its one pod still there", len(pods), err)
 	}
 }

@@ -80,7 +80,9 @@ func (r *run) pod(ctx context.Context, pp PlannedPod) error {
 		case <-retry:
 			retry = nil
 		case <-budgetFree:
-			retry, budgetFree = nil, nil
+			// Wait for the turn, so that drains which have waited
+			// longer reach the server first (budgetQueue).
+			retry, budgetFree = time.After(d.budgets.turn(time.Now())), nil
 		case <-timedOut:
 			timedOut = nil
 			if err := r.onTimeout(ctx, pp, pod, &evicted); err != nil {
@@ -170,6 +172,7 @@ func (r *run) evict(ctx context.Context, pod *corev1.Pod, backoff *time.Duration
 		return conflictRetry, nil
 	case apierrors.IsTooManyRequests(err):
 		d.metrics.eviction("blocked_pdb")
+		d.budgets.refused(time.Now())
 		pdbs, perr := pdbsFor(ctx, d.client, pod)
 		detail := err.Error()
 		if perr != nil {

@@ -21,11 +21,11 @@ func TestBudgetTurnFallsWithTheWait(t *testing.T) {
 		waited time.Duration
 		want   time.Duration
 	}{
-		{-time.Second, 150 * time.Millisecond}, // a clock step back: no wait, not a longer turn
-		{0, 150 * time.Millisecond},
-		{3 * time.Second, 55182 * time.Microsecond},
-		{6 * time.Second, 20300 * time.Microsecond},
-		{30 * time.Second, 6810 * time.Nanosecond},
+		{-time.Second, 400 * time.Millisecond}, // a clock step back: no wait, not a longer turn
+		{0, 400 * time.Millisecond},
+		{3 * time.Second, 147152 * time.Microsecond},
+		{6 * time.Second, 54134 * time.Microsecond},
+		{30 * time.Second, 18160 * time.Nanosecond},
 	} {
 		got := q.turn(t0.Add(c.waited))
 		if d := got - c.want; d < -time.Microsecond || d > time.Microsecond {

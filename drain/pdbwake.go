@@ -97,7 +97,7 @@ func (w *pdbWaker) signal(key string) {
 // wakes on the same watch event when it allows a disruption again, and the
 // first eviction to reach the API server takes the unit: with several
 // nodes draining under one budget, which node gets it was a draw, and in
-// the 100-node rollout a node with two pods waited 6 s at the median and
+// the 100-node rollout a node with two pods took 6 s at the median and
 // 14 s at the worst (docs/benchmarks.md). So a woken drain lets the others
 // go first for its turn, a delay that shrinks with how long it has waited
 // on budgets: a drain that has waited longer reaches the server first.
@@ -114,12 +114,16 @@ type budgetQueue struct {
 	since time.Time // the drain's first refusal by a budget; zero when none
 }
 
-// Defaults of budgetQueue: a turn starts at 150 ms and falls by a factor
-// e for every 3 s waited. Drains that started waiting a second apart reach
-// the server 10–35 ms apart in the first seconds, above the jitter of
-// an API server's answers.
+// Defaults of budgetQueue: a turn starts at 400 ms and falls by a factor
+// e for every 3 s waited (76 ms after 5 s, 14 ms after 10 s). Drains that
+// started waiting a second apart reach the server 25–130 ms apart in their
+// first five seconds of waiting, above most of the jitter of the API
+// server's answers to 100 agents on 2 vCPU. In the 100-node rollout the
+// slowest node took 17–19 s without a turn (three runs), 14 s with a first
+// turn of 150 ms (one run) and 11–13 s with 400 ms (three runs), and the
+// makespan did not grow (docs/benchmarks.md).
 const (
-	budgetTurnFirst = 150 * time.Millisecond
+	budgetTurnFirst = 400 * time.Millisecond
 	budgetTurnDecay = 3 * time.Second
 )
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -505,9 +506,11 @@ func TestDrainMovesPodsBoundWhileDraining(t *testing.T) {
 
 // Two drains wait on one budget; when it frees a single disruption, the
 // drain that has waited longer takes it, whichever of the two the watch
-// wakes first. The turns are widened (3 s, falling by e every 2 s) so that
-// the order is not a race against the server's answers; without the turn
-// either drain wins half the time.
+// wakes first, and the other, seeing it taken at the end of its turn, does
+// not ask to be refused again. The turns are widened (3 s, falling by e
+// every 2 s) so that the order is not a race against the server's answers;
+// without the turn either drain wins half the time. The backoff is an hour:
+// only the budget's watch retries.
 func TestDrainThatWaitedLongerTakesTheFreedBudget(t *testing.T) {
 	f := newFixture(t, "turn", 1)
 	older, newer := f.node, f.free[0]
@@ -533,9 +536,16 @@ func TestDrainThatWaitedLongerTakesTheFreedBudget(t *testing.T) {
 	ctx, cancel := context.WithTimeout(f.ctx(), 2*time.Minute)
 	defer cancel()
 	results := make(chan string, 2)
+	registries := map[string]*prometheus.Registry{}
 	start := func(node string) {
 		var once sync.Once
-		d, err := drain.New(drain.Config{Client: f.cp.Kube(), Node: node, ReportEvery: 100 * time.Millisecond,
+		registries[node] = prometheus.NewRegistry()
+		metrics, err := drain.NewMetrics(registries[node])
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := drain.New(drain.Config{Client: f.cp.Kube(), Node: node, ReportEvery: 100 * time.Millisecond, Metrics: metrics,
+			Options: drain.Options{RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour},
 			Progress: func(p drain.Progress) {
 				if p.Kind == drain.ProgressBlocked {
 					once.Do(func() { close(refused[node]) })
@@ -583,7 +593,39 @@ func TestDrainThatWaitedLongerTakesTheFreedBudget(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("neither drain finished after the budget allowed one disruption")
 	}
+	// The newer drain's turn, about 2.3 s, ends within 4 s of the budget's
+	// change; by then the watch shows the disruption taken.
+	patched := time.Now()
+	cluster.WaitFor(t, time.Minute, "the newer drain's turn to pass", func(context.Context) (bool, error) {
+		return time.Since(patched) >= 4*time.Second, nil
+	})
 	if pods, err := f.podsOn(ctx, newer); err != nil || len(pods) != 1 {
 		t.Errorf("the newer drain's node has %d pods (err %v), want its one pod still there", len(pods), err)
 	}
+	if n := refusals(t, registries[newer]); n != 1 {
+		t.Errorf("the newer drain was refused %v times, want once (before the budget freed): at the end of its turn it asked for a disruption the watch showed taken", n)
+	}
+}
+
+// refusals is the count of evictions a budget refused in reg's drain
+// metrics.
+func refusals(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "nodeward_drain_evictions_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == "blocked_pdb" {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

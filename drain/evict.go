@@ -44,6 +44,9 @@ func (r *run) pod(ctx context.Context, pp PlannedPod) error {
 	timedOut := r.timedOut
 	var retry <-chan time.Time
 	var budgetFree <-chan struct{}
+	// turned: the retry due is the one after a budget's wake and this
+	// drain's turn, so the budget's watch is live.
+	turned := false
 	for {
 		// Take the change channel before reading the store, so that an
 		// event between the two still wakes us.
@@ -55,23 +58,34 @@ func (r *run) pod(ctx context.Context, pp PlannedPod) error {
 			return nil
 		}
 		if !evicted && retry == nil {
-			// Take the budgets' channel before the eviction, so that a
-			// budget allowing again in between still wakes the retry.
-			budgetFree = r.pdbs.wake(r.blockingPDBs(ref))
-			wait, err := r.evict(ctx, pod, &backoff)
-			if err != nil {
-				return err
-			}
-			if wait == 0 {
-				evicted = true
-				r.blockers.clear(ref)
-				budgetFree = nil
+			// Take the budgets' channel before the eviction (or the look
+			// at the budget), so that a budget allowing again in between
+			// still wakes the retry.
+			pdbs := r.blockingPDBs(ref)
+			budgetFree = r.pdbs.wake(pdbs)
+			if turned && r.pdbs.exhausted(pdbs) {
+				// Another drain took the disruption during this one's
+				// turn: wait for the next rather than be refused. The
+				// backoff's retry asks the server whatever the watch
+				// says, in case the watch stalls.
+				retry = time.After(backoff)
 			} else {
-				retry = time.After(wait)
-				if budgetFree == nil {
-					budgetFree = r.pdbs.wake(r.blockingPDBs(ref))
+				wait, err := r.evict(ctx, pod, &backoff)
+				if err != nil {
+					return err
+				}
+				if wait == 0 {
+					evicted = true
+					r.blockers.clear(ref)
+					budgetFree = nil
+				} else {
+					retry = time.After(wait)
+					if budgetFree == nil {
+						budgetFree = r.pdbs.wake(r.blockingPDBs(ref))
+					}
 				}
 			}
+			turned = false
 		}
 		select {
 		case <-ctx.Done():
@@ -83,6 +97,7 @@ func (r *run) pod(ctx context.Context, pp PlannedPod) error {
 			// Wait for the turn, so that drains which have waited
 			// longer reach the server first (budgetQueue).
 			retry, budgetFree = time.After(d.budgets.turn(time.Now())), nil
+			turned = true
 		case <-timedOut:
 			timedOut = nil
 			if err := r.onTimeout(ctx, pp, pod, &evicted); err != nil {

@@ -27,10 +27,15 @@ type pdbWaker struct {
 
 	mu      sync.Mutex
 	budgets map[string]chan struct{} // namespace/name → closed at the next "allowed" event
+	// allowed is each watched budget's disruptionsAllowed in its latest
+	// event, -1 while the disruption controller has not caught up with
+	// its spec. The Eviction API lowers it as it admits an eviction, so
+	// the watch shows a disruption taken as soon as it shows it freed.
+	allowed map[string]int32
 }
 
 func newPDBWaker(ctx context.Context, client *kube.Client) *pdbWaker {
-	return &pdbWaker{ctx: ctx, client: client, budgets: map[string]chan struct{}{}}
+	return &pdbWaker{ctx: ctx, client: client, budgets: map[string]chan struct{}{}, allowed: map[string]int32{}}
 }
 
 // wake returns a channel closed when the budget that refused an eviction
@@ -77,19 +82,39 @@ func (w *pdbWaker) watch(namespace, name, key string) {
 			if !ok || ev.Type == watch.Deleted || ev.Type == watch.Error {
 				continue
 			}
-			if pdb.Status.DisruptionsAllowed > 0 && pdb.Status.ObservedGeneration >= pdb.Generation {
-				w.signal(key)
-			}
+			w.observe(key, pdb)
 		}
 		wi.Stop()
 	}
 }
 
-func (w *pdbWaker) signal(key string) {
+// observe records a budget's event and wakes its waiters when it allows a
+// disruption.
+func (w *pdbWaker) observe(key string, pdb *policyv1.PodDisruptionBudget) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	close(w.budgets[key])
-	w.budgets[key] = make(chan struct{})
+	allowed := pdb.Status.DisruptionsAllowed
+	if pdb.Status.ObservedGeneration < pdb.Generation {
+		allowed = -1
+	}
+	w.allowed[key] = allowed
+	if allowed > 0 {
+		close(w.budgets[key])
+		w.budgets[key] = make(chan struct{})
+	}
+}
+
+// exhausted reports whether the one budget that refused an eviction was
+// last seen allowing no disruption. Only a caller the watch just woke may
+// trust it (a watch that stalls keeps its last event); unknown is false.
+func (w *pdbWaker) exhausted(pdbs []PDBStatus) bool {
+	if len(pdbs) != 1 {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	allowed, seen := w.allowed[pdbs[0].Namespace+"/"+pdbs[0].Name]
+	return seen && allowed == 0
 }
 
 // budgetQueue orders the drains that wait on the same budgets, oldest

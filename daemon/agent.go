@@ -236,7 +236,7 @@ func (a *Agent) buildUpdate(rc *rest.Config, uc UpdateConfig) error {
 		a.events.Stop()
 		return fmt.Errorf("update: drain: %w", err)
 	}
-	var protocol update.Protocol = &update.AnnotationProtocol{Client: a.client, Node: a.cfg.NodeName}
+	var protocol update.Protocol = &update.AnnotationProtocol{Client: a.client, Node: a.cfg.NodeName, Observe: a.watch.Observe}
 	switch uc.Protocol {
 	case "", "nodeward":
 	case "mco":

@@ -18,6 +18,12 @@ import (
 type AnnotationProtocol struct {
 	Client *kube.Client
 	Node   string
+	// Observe, when set, gets the Node each report's patch returned: the
+	// agent's watch may deliver its own writes after the next step reads
+	// the node, and a step that read the node from before its own cordon
+	// took it for an admin's uncordon (the 100-node rollout did, once the
+	// client's rate limit no longer spaced the steps).
+	Observe func(*corev1.Node)
 }
 
 // Desired implements Protocol. A malformed value is an error naming the
@@ -57,7 +63,10 @@ func (p *AnnotationProtocol) Desired(_ context.Context, node *corev1.Node) (Desi
 
 // Report implements Protocol with one merge patch of the agent's keys.
 func (p *AnnotationProtocol) Report(ctx context.Context, st State) error {
-	_, err := PatchAnnotations(ctx, p.Client, p.Node, ReportAnnotations(st))
+	node, err := PatchAnnotations(ctx, p.Client, p.Node, ReportAnnotations(st))
+	if err == nil && p.Observe != nil {
+		p.Observe(node)
+	}
 	return err
 }
 

@@ -271,6 +271,14 @@ func (n *ProcNode) RunReboots(ctx context.Context) error {
 		}
 		logindAsked = false
 		n.Kill()
+		// A logind request the agent made before it died goes down
+		// with the machine: finalize-deployment reboots by itself, and
+		// an agent that also asked logind (as it does, at once) asked
+		// for this reboot, not for another after it.
+		select {
+		case <-n.Logind.Rebooted():
+		default:
+		}
 		select {
 		case <-ctx.Done():
 			return nil

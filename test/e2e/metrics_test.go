@@ -50,6 +50,10 @@ func TestScrapesPassPromtool(t *testing.T) {
 	}
 	n.RebootDelay = 200 * time.Millisecond
 	n.Args = []string{"--metrics-address", updating} // the last --metrics-address wins
+	// The machine stays up until the scrapes are done: the drain's
+	// histogram is the drain's process's, and the agent asks for the
+	// reboot within milliseconds of the drain's end.
+	n.HoldReboots(true)
 	t.Cleanup(n.Close)
 	if err := n.Start(); err != nil {
 		t.Fatal(err)
@@ -87,6 +91,7 @@ func TestScrapesPassPromtool(t *testing.T) {
 			t.Errorf("promtool check metrics on the %s's scrape: %v\n%s", s.what, err, out)
 		}
 	}
+	n.HoldReboots(false)
 	checkStartupMemoryReleased(t, healthLog)
 	// The agent answers uncompressed even when asked for gzip (its page is
 	// small; a gzip writer is 0.8 MiB of resident tables).

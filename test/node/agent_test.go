@@ -183,6 +183,16 @@ func testBoundToken(ctx context.Context, t *testing.T, cp *cluster.ControlPlane,
 		t.Fatalf("create a pod bound to another node: %v", err)
 	}
 	defer cp.Client().CoreV1().Pods(elsewhere.Namespace).Delete(context.Background(), elsewhere.Name, metav1.DeleteOptions{})
+	// The policy reads pods through the API server's parameter informer,
+	// so a pod bound milliseconds before may not be among them yet
+	// (docs/install.md): wait, with dry-run evictions that delete nothing,
+	// until the policy sees it, then evict for real.
+	cluster.WaitFor(t, 30*time.Second, "the eviction policy to see the pod bound elsewhere", func(ctx context.Context) (bool, error) {
+		err := agent.PolicyV1().Evictions(elsewhere.Namespace).Evict(ctx, &policyv1.Eviction{
+			ObjectMeta:    metav1.ObjectMeta{Name: elsewhere.Name, Namespace: elsewhere.Namespace},
+			DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}})
+		return apierrors.IsForbidden(err) || apierrors.IsInvalid(err), nil
+	})
 	err = agent.PolicyV1().Evictions(elsewhere.Namespace).Evict(ctx, &policyv1.Eviction{
 		ObjectMeta: metav1.ObjectMeta{Name: elsewhere.Name, Namespace: elsewhere.Namespace}})
 	if err == nil || !(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,31 +32,6 @@ func (e staleError) Error() string        { return errStale.Error() + ": " + e.e
 func (e staleError) Unwrap() error        { return e.err }
 func (e staleError) Is(target error) bool { return target == errStale }
 
-// coordinatorKeys are the annotations of every target and grant write: the
-// target and the pool's drain policy, every key present, those unset
-// deleted (null), so a policy removed from the pool leaves no stale key.
-func coordinatorKeys(pool *v1alpha1.UpdatePool, target string) map[string]*string {
-	var timeout, yield, force *string
-	if d := pool.Spec.Drain; d != nil {
-		if d.Timeout != "" {
-			timeout = &d.Timeout
-		}
-		t := "true"
-		switch d.OnTimeout {
-		case "Yield":
-			yield = &t
-		case "Force":
-			force = &t
-		}
-	}
-	return map[string]*string{
-		v1alpha1.AnnotationTarget:              &target,
-		v1alpha1.AnnotationDrainTimeout:        timeout,
-		v1alpha1.AnnotationYieldOnDrainTimeout: yield,
-		v1alpha1.AnnotationForceOnDrainTimeout: force,
-	}
-}
-
 // apply writes a plan: the stale targets, then the grants, then the
 // releases. A node whose write fails does not stop the others: its error
 // is logged, reported as an Event on the pool, the node backs off, and the
@@ -65,12 +42,12 @@ func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan 
 	result := func(node, what string, err error) {
 		switch {
 		case err == nil:
-			c.writeOK(node)
+			c.backoff.succeeded(node)
 		case errors.Is(err, errStale):
 			c.opts.Log.Debug("node changed since planned", "pool", pool.Name, "node", node, "write", what)
 			errs = append(errs, err)
 		default:
-			c.writeFailed(node, in.now)
+			c.backoff.failed(node, in.now)
 			c.opts.Log.Error("write node", "pool", pool.Name, "node", node, "write", what, "err", err)
 			c.events.Eventf(poolRef(pool), corev1.EventTypeWarning, "NodeWriteFailed", "%s: %s: %v", node, what, err)
 			errs = append(errs, err)
@@ -122,126 +99,6 @@ func planned(plan *poolPlan, nodes []nodeView) map[string]nodeView {
 	return views
 }
 
-// grant writes a new grant to v, with the target it is for, the pool that
-// issues it and the pool's lifecycle hooks, conditional on the node being
-// as planned. The expectation is recorded first; if the write fails, the
-// API decides whether it is kept (settle).
-func (c *Controller) grant(ctx context.Context, pool *v1alpha1.UpdatePool, plan *poolPlan, v nodeView, now time.Time) error {
-	grant := c.nextGrant(pool, now, v.stateGrnt)
-	set := grantAnnotations(pool, plan.target, grant, plan.releaseAtDone)
-	c.expect(v.name, grant, v.rv, now)
-	if err := patchNode(ctx, c.opts.Client, v.name, v.rv, set); err != nil {
-		c.settle(ctx, v.name, err, now)
-		return fmt.Errorf("grant %s: %w", grant, err)
-	}
-	c.opts.Metrics.grants.WithLabelValues(pool.Name).Inc()
-	c.opts.Log.Info("slot granted", "pool", pool.Name, "node", v.name, "grant", grant, "target", plan.target)
-	// On the pool only: the node's agent records the grant on the Node
-	// itself (UpdateGranted), and a second Event there would be one more
-	// API request per grant for the same news (#21).
-	c.events.Eventf(poolRef(pool), corev1.EventTypeNormal, "SlotGranted", "%s granted (%s)", v.name, grant)
-	return nil
-}
-
-// grantAnnotations is the patch of a grant: the grant with the target it
-// is for and the pool that issues it, whether its agent releases it at
-// Done (when the node keeps no slot after Done: the coordinator's release
-// write is then not needed, #21), the pool's drain policy, and the pool's
-// lifecycle hooks, stamped when the node's update starts (each hook's
-// owner removes its own).
-func grantAnnotations(pool *v1alpha1.UpdatePool, target, grant string, releaseAtDone bool) map[string]*string {
-	set := coordinatorKeys(pool, target)
-	set[v1alpha1.AnnotationGrant] = &grant
-	set[v1alpha1.AnnotationGrantTarget] = &target
-	set[v1alpha1.AnnotationGrantPool] = &pool.Name
-	set[v1alpha1.AnnotationReleaseAtDone] = nil
-	if releaseAtDone {
-		yes := "true"
-		set[v1alpha1.AnnotationReleaseAtDone] = &yes
-	}
-	set[v1alpha1.AnnotationYieldedAt] = nil
-	if hooks := pool.Spec.LifecycleHooks; hooks != nil {
-		for _, h := range hooks.PreDrain {
-			set[v1alpha1.PreDrainHookPrefix+h.Name] = &h.Owner
-		}
-		for _, h := range hooks.PreReboot {
-			set[v1alpha1.PreRebootHookPrefix+h.Name] = &h.Owner
-		}
-	}
-	return set
-}
-
-// releaseAnnotations is the patch that gives a slot back; a yield also
-// records when, so the node goes to the back of the queue.
-func releaseAnnotations(yielded bool, now time.Time) map[string]*string {
-	set := map[string]*string{}
-	for _, k := range v1alpha1.ReleaseKeys() {
-		set[k] = nil
-	}
-	if yielded {
-		at := now.UTC().Format(time.RFC3339)
-		set[v1alpha1.AnnotationYieldedAt] = &at
-	}
-	return set
-}
-
-// nextGrant names a new grant; it never repeats the grant the node's agent
-// last reported on, so an old report cannot finish a new grant.
-func (c *Controller) nextGrant(pool *v1alpha1.UpdatePool, now time.Time, avoid string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for {
-		c.grantN++
-		g := fmt.Sprintf("%s-%d-%d", ConfigName(pool.Spec), now.Unix(), c.grantN)
-		if g != avoid {
-			return g
-		}
-	}
-}
-
-// release removes v's grant (and what was written with it), only if it is
-// still the grant the plan saw.
-func (c *Controller) release(ctx context.Context, pool *v1alpha1.UpdatePool, v nodeView, yielded bool, now time.Time) error {
-	set := releaseAnnotations(yielded, now)
-	rv := v.rv
-	for attempt := 0; ; attempt++ {
-		err := patchNode(ctx, c.opts.Client, v.name, rv, set)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, errStale) || attempt > 0 {
-			return fmt.Errorf("release grant %s: %w", v.grant, err)
-		}
-		// Changed since planned (an agent write, a heartbeat): release
-		// still, if the grant is still the one the plan saw.
-		gctx, cancel := context.WithTimeout(ctx, writeTimeout)
-		cur, err := c.opts.Client.Nodes().Get(gctx, v.name, metav1.GetOptions{})
-		cancel()
-		if err != nil {
-			return fmt.Errorf("release grant %s: read node: %w", v.grant, err)
-		}
-		if cur.Annotations[v1alpha1.AnnotationGrant] != v.grant {
-			return nil
-		}
-		rv = cur.ResourceVersion
-	}
-	c.opts.Log.Info("slot released", "pool", pool.Name, "node", v.name, "grant", v.grant, "yielded", yielded)
-	reason, msg := "SlotReleased", "update finished; slot of pool "+pool.Name+" released"
-	switch {
-	case yielded:
-		reason, msg = "SlotYielded", "the agent gave the slot of pool "+pool.Name+" back ("+v.reason+"); node queued last"
-	case v.state == v1alpha1.StepDegraded:
-		reason, msg = "SlotReleased", "degraded on "+v.grantTarget+"; the pool's target changed, slot of pool "+pool.Name+" released"
-	}
-	if reason != "SlotReleased" || v.state == v1alpha1.StepDegraded {
-		// A normal release is news on the pool only: the agent's own
-		// UpdateDone is on the Node already.
-		c.events.Event(nodeRef(v.name), corev1.EventTypeNormal, reason, msg)
-	}
-	c.events.Event(poolRef(pool), corev1.EventTypeNormal, reason, v.name+": "+msg)
-	return nil
-}
-
 // patchNode merge-patches node's annotations, conditional on rv when set:
 // a node changed since is errStale.
 func patchNode(ctx context.Context, client *kube.Client, node, rv string, set map[string]*string) error {
@@ -265,56 +122,10 @@ func patchNode(ctx context.Context, client *kube.Client, node, rv string, set ma
 	return nil
 }
 
-// writeFailed backs node off: its writes are skipped and it is not granted
-// for 1 s, doubling with each failure up to 5 min.
-func (c *Controller) writeFailed(node string, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	f := c.failures[node]
-	f.count++
-	f.until = now.Add(min(time.Second<<min(f.count-1, 9), 5*time.Minute))
-	c.failures[node] = f
-}
-
-func (c *Controller) writeOK(node string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.failures, node)
-}
-
-// backingOff returns the nodes backing off at now.
-func (c *Controller) backingOff(now time.Time) map[string]bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := map[string]bool{}
-	for n, f := range c.failures {
-		if now.Before(f.until) {
-			out[n] = true
-		}
+// applySoaks writes soak-until on the nodes whose soak starts now.
+func (c *Controller) applySoaks(ctx context.Context, plan *poolPlan, views map[string]nodeView, result func(node, what string, err error)) {
+	for _, n := range slices.Sorted(maps.Keys(plan.startSoak)) {
+		until := plan.startSoak[n].UTC().Format(time.RFC3339) // whole seconds (soakEnd)
+		result(n, "start soak", patchNode(ctx, c.opts.Client, n, views[n].rv, map[string]*string{v1alpha1.AnnotationSoakUntil: &until}))
 	}
-	return out
-}
-
-// nextRetry is how long until the first backoff ends (0: none).
-func (c *Controller) nextRetry(now time.Time) time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var next time.Duration
-	for _, f := range c.failures {
-		if d := f.until.Sub(now); d > 0 && (next == 0 || d < next) {
-			next = d
-		}
-	}
-	return next
-}
-
-func poolRef(pool *v1alpha1.UpdatePool) *corev1.ObjectReference {
-	return &corev1.ObjectReference{APIVersion: v1alpha1.GroupName + "/" + v1alpha1.Version, Kind: "UpdatePool",
-		Name: pool.Name, UID: pool.UID}
-}
-
-// nodeRef references a Node for Events; Node events live in "default"
-// as the kubelet's do.
-func nodeRef(name string) *corev1.ObjectReference {
-	return &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: name, UID: types.UID(name)}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -76,9 +75,6 @@ type Options struct {
 	planned      func(pool string, unavailable map[string]string)
 }
 
-// statusInterval bounds how often a pool's status is written.
-const statusInterval = time.Second
-
 // Controller grants update slots. Run it only while holding leadership.
 type Controller struct {
 	opts   Options
@@ -92,27 +88,21 @@ type Controller struct {
 	index       *nodeIndex
 	indexSynced []cache.InformerSynced
 	pools       cache.SharedIndexInformer
-	mu          sync.Mutex
-	pending     map[string]expectation // node → grant written, not yet in the cache
-	// failures back off the nodes whose writes fail.
-	failures map[string]failure
-	grantN   int
-	events   *kube.Recorder
-	// statusWritten is when each pool's status was last written.
-	statusWritten map[string]time.Time
-	// guardrails are the pools' gate verdicts and silence syncs.
-	guardrails map[string]guardrailState
+	// expectations are the grants written but not yet in the index.
+	expectations *expectations
+	// backoff holds back the nodes whose writes fail.
+	backoff *writeBackoff
+	// guardrails remember the pools' gate verdicts and silence syncs.
+	guardrails *guardrailMemory
+	// statusPace spaces each pool's status writes.
+	statusPace *statusPace
+	grantNames grantNames
+	events     *kube.Recorder
 	// guardGrownAt is when a rate-limited zone last gained a permit.
 	guardGrownAt time.Time
 	stopEvents   func()
 	// views keeps the pools' node views between passes.
 	views *viewCache
-}
-
-// failure counts a node's consecutive failed writes.
-type failure struct {
-	count int
-	until time.Time
 }
 
 // New builds a controller; Run starts it.
@@ -170,17 +160,16 @@ func New(opts Options) *Controller {
 	_ = nodes.SetTransform(trimNode)
 	_ = leases.SetTransform(trimLease)
 	c := &Controller{
-		opts:          opts,
-		stall:         stall,
-		queue:         workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
-		nodes:         nodes,
-		leases:        leases,
-		pools:         pools,
-		pending:       map[string]expectation{},
-		failures:      map[string]failure{},
-		statusWritten: map[string]time.Time{},
-		guardrails:    map[string]guardrailState{},
-		views:         newViewCache(),
+		opts:       opts,
+		stall:      stall,
+		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		nodes:      nodes,
+		leases:     leases,
+		pools:      pools,
+		backoff:    newWriteBackoff(),
+		guardrails: newGuardrailMemory(),
+		statusPace: newStatusPace(),
+		views:      newViewCache(),
 	}
 	c.events = opts.Client.NewRecorder(context.Background(), corev1.EventSource{Component: "nodeward-coordinator"},
 		kube.RecorderOptions{Log: opts.Log})
@@ -194,6 +183,7 @@ func New(opts Options) *Controller {
 	// status this controller writes every second, would keep the one
 	// worker busy and delay the grant after a slot frees.
 	c.index = newNodeIndex()
+	c.expectations = newExpectations(opts.Client, opts.Log, c.index.node, opts.ExpectationTimeout)
 	// AddEventHandler fails only on a stopped informer; these have not
 	// started. The index's Node handler checks expectations and enqueues
 	// after it updates the index (nodeIndex: ordering).
@@ -243,9 +233,9 @@ func poolPlanChange(oldObj, newObj any) bool {
 // nodes, so an event costs O(pools + nodes), never O(N²).
 func (c *Controller) onNode(old, cur *corev1.Node) {
 	if cur != nil {
-		c.observe(cur.Name)
+		c.expectations.observe(cur.Name)
 	} else {
-		c.observe(old.Name)
+		c.expectations.observe(old.Name)
 	}
 	if old != nil && cur != nil && !planRelevantChange(old, cur) {
 		return
@@ -300,7 +290,7 @@ func (c *Controller) resyncLoop(ctx context.Context) {
 		c.enqueuePools()
 		if !c.opts.DisableGuard {
 			gctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
-			if err := c.publishGuard(gctx, c.opts.Now()); err != nil {
+			if err := c.publishNoExecuteGuard(gctx, c.opts.Now()); err != nil {
 				c.opts.Log.Error("publish disruption guard", "err", err)
 			}
 			cancel()
@@ -367,7 +357,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		return nil
 	}
 	now := c.opts.Now()
-	c.expire(ctx, now)
+	c.expectations.expire(ctx, now)
 	in, silent, plan, err := c.plan(ctx, pool, now)
 	if err != nil {
 		return err
@@ -415,7 +405,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	if pool.Spec.Gates == nil {
 		c.opts.Metrics.gatesPassing.DeleteLabelValues(pool.Name) // gates removed from the spec
 	}
-	if d := c.nextRetry(now); d > 0 {
+	if d := c.backoff.nextRetry(now); d > 0 {
 		c.queue.AddAfter(key, d)
 	}
 	if !plan.soakEnds.IsZero() {
@@ -425,6 +415,28 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	return errors.Join(errs...)
 }
 
+// plan plans pool, and when the plan needs the gates' verdict (it would
+// grant or end a soak) or the last verdict is older than Resync (the
+// status shows the gates while the pool waits), evaluates them and plans
+// again with the verdict.
+func (c *Controller) plan(ctx context.Context, pool *v1alpha1.UpdatePool, now time.Time) (planInput, []*corev1.Node, *poolPlan, error) {
+	in, silent, plan, err := c.planPass(pool, now, nil)
+	if err != nil || pool.Spec.Gates == nil {
+		return in, silent, plan, err
+	}
+	stale := now.Sub(c.guardrails.of(pool.Name).evaluated) >= c.opts.Resync
+	if !plan.needGates && !(stale && (plan.queued > 0 || len(plan.soaking) > 0)) {
+		return in, silent, plan, nil
+	}
+	v := c.evaluateGates(ctx, pool, now)
+	in.gates = &v
+	plan, err = planPool(in)
+	if err != nil {
+		return in, nil, nil, fmt.Errorf("plan pool %s: %w", pool.Name, err)
+	}
+	return in, silent, plan, nil
+}
+
 // planPass plans pool from the caches: the expectations FIRST, then the
 // nodes, so that a node event in between leaves a new grant in the copy or
 // in the list, never in neither. It also returns the nodes whose agents
@@ -432,7 +444,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 func (c *Controller) planPass(pool *v1alpha1.UpdatePool, now time.Time, gates *gateVerdict) (planInput, []*corev1.Node, *poolPlan, error) {
 	start := time.Now() // a duration for the metric, not a decision: the real clock
 	defer func() { c.opts.Metrics.planSeconds.WithLabelValues(pool.Name).Observe(time.Since(start).Seconds()) }()
-	pending := c.pendingNodes()
+	pending := c.expectations.nodes()
 	if c.opts.betweenReads != nil {
 		c.opts.betweenReads(pool)
 	}
@@ -473,18 +485,13 @@ func (c *Controller) freshPool(ctx context.Context, name string) (*v1alpha1.Upda
 // from a freed slot to the next grant would delay the grant. A later
 // reconcile (queued here) writes what is pending.
 func (c *Controller) maybeWriteStatus(ctx context.Context, key string, pool *v1alpha1.UpdatePool, plan *poolPlan, now time.Time) error {
-	c.mu.Lock()
-	wait := c.statusWritten[key].Add(statusInterval).Sub(now)
-	c.mu.Unlock()
-	if wait > 0 {
+	if wait := c.statusPace.wait(key, now); wait > 0 {
 		c.queue.AddAfter(key, wait)
 		return nil
 	}
 	written, err := c.writeStatus(ctx, pool, plan)
 	if written {
-		c.mu.Lock()
-		c.statusWritten[key] = now
-		c.mu.Unlock()
+		c.statusPace.wrote(key, now)
 	}
 	return err
 }

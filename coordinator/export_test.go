@@ -11,13 +11,7 @@ func SetTestHooks(o *Options, betweenReads func(*v1alpha1.UpdatePool), planned f
 
 // Expectations returns the grants written but not yet observed, by node.
 func (c *Controller) Expectations() map[string]string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := map[string]string{}
-	for n, e := range c.pending {
-		out[n] = e.grant
-	}
-	return out
+	return c.expectations.grants()
 }
 
 // CachedGrant is the grant annotation of node in the controller's node

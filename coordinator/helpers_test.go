@@ -4,9 +4,10 @@ import (
 	"context"
 	"testing"
 
-	"github.com/nodeward/nodeward/test/cluster"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/nodeward/nodeward/test/cluster"
 )
 
 func intstrPercent(s string) intstr.IntOrString { return intstr.FromString(s) }

@@ -29,7 +29,7 @@ func (c *Controller) cachedPools() []*v1alpha1.UpdatePool {
 // It also returns the pool's nodes whose agent is silent.
 func (c *Controller) input(pool *v1alpha1.UpdatePool, pending map[string]bool, now time.Time) (in planInput, silent []*corev1.Node, err error) {
 	views := c.views.pass(pool.Name)
-	pools, backoff := c.cachedPools(), c.backingOff(now)
+	pools, backoff := c.cachedPools(), c.backoff.active(now)
 	c.index.read(views.slot, now, func(nodes iter.Seq[listedNode]) {
 		in, silent, err = buildInputWith(views, pool, pools, nodes, pending, backoff, now)
 	})

@@ -55,7 +55,7 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.UpdatePool,
 	halted := plan.halted.reason != ""
 	set(v1alpha1.PoolHalted, halted, cmp.Or(plan.halted.reason, "NotHalted"),
 		cmp.Or(plan.halted.message, "within the failure budget; no canary or gate halted the pool"))
-	rail := c.guardrail(pool.Name)
+	rail := c.guardrails.of(pool.Name)
 	setOrRemove := func(t string, want bool, status metav1.ConditionStatus, reason, msg string) {
 		if !want {
 			meta.RemoveStatusCondition(&st.Conditions, t)

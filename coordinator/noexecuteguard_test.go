@@ -36,7 +36,7 @@ func zoneOf(n int, zone string, bad int) []*corev1.Node {
 
 func TestGuardStopsNoExecuteInDisruptedZonesOfSmallClusters(t *testing.T) {
 	nodes := append(zoneOf(10, "a", 5), zoneOf(10, "b", 6)...) // 50% and 60% unhealthy
-	g := computeGuard(nodes, nil, true)
+	g := computeNoExecuteGuard(nodes, nil, true)
 	if got := g.data["zone.a"]; got != v1alpha1.GuardAllowed {
 		t.Errorf("zone a, 50%% unhealthy: %q, want Allowed", got)
 	}
@@ -47,15 +47,15 @@ func TestGuardStopsNoExecuteInDisruptedZonesOfSmallClusters(t *testing.T) {
 
 func TestGuardRateLimitsLargeClustersOneNodePerInterval(t *testing.T) {
 	nodes := append(zoneOf(40, "a", 0), zoneOf(20, "b", 12)...) // 60 nodes; b 60% unhealthy
-	g := computeGuard(nodes, nil, true)
+	g := computeNoExecuteGuard(nodes, nil, true)
 	if g.data["zone.b"] != v1alpha1.GuardRateLimited || g.data["zone.b.permits"] != "b-00" {
 		t.Fatalf("first interval: %q permits %q, want RateLimited with b-00", g.data["zone.b"], g.data["zone.b.permits"])
 	}
-	g = computeGuard(nodes, g.data, false)
+	g = computeNoExecuteGuard(nodes, g.data, false)
 	if g.data["zone.b.permits"] != "b-00" {
 		t.Fatalf("within the interval the permits must not grow: %q", g.data["zone.b.permits"])
 	}
-	g = computeGuard(nodes, g.data, true)
+	g = computeNoExecuteGuard(nodes, g.data, true)
 	if g.data["zone.b.permits"] != "b-00,b-01" {
 		t.Fatalf("next interval: %q, want b-00,b-01", g.data["zone.b.permits"])
 	}
@@ -71,11 +71,11 @@ func TestGuardAllowsOneControlPlaneNodeAtMost(t *testing.T) {
 		guardNode("cp-b", "z", false, true, taint), // already holds a NoExecute taint: keeps the right
 		guardNode("cp-c", "z", true, true),
 	}
-	if got := computeGuard(nodes, nil, true).data[v1alpha1.GuardControlPlaneHolder]; got != "cp-b" {
+	if got := computeNoExecuteGuard(nodes, nil, true).data[v1alpha1.GuardControlPlaneHolder]; got != "cp-b" {
 		t.Fatalf("holder %q, want cp-b (already tainted)", got)
 	}
 	nodes[1] = guardNode("cp-b", "z", false, true)
-	if got := computeGuard(nodes, nil, true).data[v1alpha1.GuardControlPlaneHolder]; got != "cp-a" {
+	if got := computeNoExecuteGuard(nodes, nil, true).data[v1alpha1.GuardControlPlaneHolder]; got != "cp-a" {
 		t.Fatalf("holder %q, want cp-a (first unhealthy)", got)
 	}
 }

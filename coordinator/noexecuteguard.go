@@ -25,8 +25,8 @@ const (
 	controlPlaneRoleLabel      = "node-role.kubernetes.io/control-plane"
 )
 
-// guardState is what the guard publishes.
-type guardState struct {
+// noExecuteGuard is what the guard publishes.
+type noExecuteGuard struct {
 	data map[string]string
 }
 
@@ -53,11 +53,11 @@ func hasNodewardNoExecute(n *corev1.Node) bool {
 	return false
 }
 
-// computeGuard decides, from every node, which zones may take NoExecute
+// computeNoExecuteGuard decides, from every node, which zones may take NoExecute
 // taints. previous permits of a rate-limited zone are kept (a node that may
 // hold a taint keeps that right) and one more is added when grow is true,
 // so a disrupted large zone loses at most one node per rate interval.
-func computeGuard(nodes []*corev1.Node, previous map[string]string, grow bool) guardState {
+func computeNoExecuteGuard(nodes []*corev1.Node, previous map[string]string, grow bool) noExecuteGuard {
 	type zoneCount struct{ total, bad int }
 	zones := map[string]*zoneCount{}
 	unhealthyIn := map[string][]string{}
@@ -104,7 +104,7 @@ func computeGuard(nodes []*corev1.Node, previous map[string]string, grow bool) g
 		cpHolder = cpCandidate
 	}
 	data[v1alpha1.GuardControlPlaneHolder] = cpHolder
-	return guardState{data: data}
+	return noExecuteGuard{data: data}
 }
 
 // growPermits keeps the permits of nodes still unhealthy and adds the first
@@ -129,9 +129,9 @@ func growPermits(previous string, unhealthy []string, grow bool) string {
 	return strings.Join(out, ",")
 }
 
-// publishGuard writes the guard ConfigMap when it changed. The permit list
+// publishNoExecuteGuard writes the guard ConfigMap when it changed. The permit list
 // of a rate-limited zone grows by one node per rateInterval.
-func (c *Controller) publishGuard(ctx context.Context, now time.Time) error {
+func (c *Controller) publishNoExecuteGuard(ctx context.Context, now time.Time) error {
 	var nodes []*corev1.Node
 	for _, obj := range c.nodes.GetStore().List() {
 		nodes = append(nodes, obj.(*corev1.Node))
@@ -148,7 +148,7 @@ func (c *Controller) publishGuard(ctx context.Context, now time.Time) error {
 		previous = current.Data
 	}
 	grow := now.Sub(c.guardGrownAt) >= c.opts.GuardRateInterval
-	state := computeGuard(nodes, previous, grow)
+	state := computeNoExecuteGuard(nodes, previous, grow)
 	if current != nil && equality.Semantic.DeepEqual(current.Data, state.data) {
 		return nil
 	}

@@ -86,7 +86,7 @@ func (m *Metrics) observe(pool string, p *poolPlan) {
 	m.queue.WithLabelValues(pool).Set(float64(p.queued))
 	for _, r := range waitReasons() {
 		v := 0.0
-		if r == p.wait {
+		if r == p.hold.reason {
 			v = 1
 		}
 		m.waiting.WithLabelValues(pool, string(r)).Set(v)

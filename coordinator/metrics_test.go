@@ -67,8 +67,8 @@ func TestPoolWaitReasons(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if p.wait != tc.want {
-			t.Errorf("%s: wait %q, want %q (planner: %q)", tc.name, p.wait, tc.want, p.waiting)
+		if p.hold.reason != tc.want {
+			t.Errorf("%s: wait %q, want %q (planner: %q)", tc.name, p.hold.reason, tc.want, p.hold.message)
 		}
 	}
 }

@@ -102,11 +102,11 @@ type poolPlan struct {
 	updated     int
 	ready       int
 	degraded    []string
-	halted      halt   // why nothing is granted until an operator resumes; zero when not halted
-	waiting     string // why no grant was made although nodes need one
-	wait        waitReason
-	inFlight    []string // nodes updating under the pool's grants
-	queued      int      // managed nodes that need the target and hold no slot
+	halted      halt // why nothing is granted until an operator resumes; zero when not halted
+	// hold says why no grant was made although nodes need one.
+	hold     hold
+	inFlight []string // nodes updating under the pool's grants
+	queued   int      // managed nodes that need the target and hold no slot
 	// startSoak are the Done nodes whose soak starts now: soak-until to
 	// write, the slot kept.
 	startSoak map[string]time.Time
@@ -133,121 +133,199 @@ type poolPlan struct {
 	gateHalt string
 }
 
-// planPool decides grants, releases and target writes for one pool.
+// planPool decides grants, releases and target writes for one pool. It
+// reads as the phases of a rolling update, each a method of the plan that
+// fills its own fields: the budget (newPlan), each grant released or kept
+// for a soak, how each node counts against the budget, the candidates,
+// then the grants or the one hold that says why none.
 func planPool(in planInput) (*poolPlan, error) {
+	p, b, err := newPlan(in)
+	if err != nil {
+		return nil, err
+	}
+	soaks := p.releaseOrSoak(in, b.soak)
+	counted := p.count(in, soaks)
+	cands := p.candidates(in)
+	p.setTarget = targetsToSet(b.managed, counted.frozen, p.target, in.pool.Spec.MaxStaging)
+	if p.halted, err = haltOf(in.pool, p.degraded, p.machines, p.canary.active); err != nil {
+		return nil, err
+	}
+	p.endSoaks(in)
+	p.endCanary(b.fullLimit)
+	// A grant of this pass whose node keeps no slot after Done is given
+	// back by its agent in its Done report (AnnotationReleaseAtDone). A
+	// canary's never is: which canary is the last, and bakes, is decided
+	// when it reports Done. A soak of zero ("0s") is no soak; one that does
+	// not parse keeps the coordinator's release, which reports the error.
+	soak, soakErr := parseDuration(in.pool.Spec.Soak, "soak")
+	p.releaseAtDone = !p.canary.active && soakErr == nil && soak == 0
+	if err := p.decideGrants(in, cands, counted.busyZones); err != nil {
+		return nil, err
+	}
+	p.inFlight = inFlight(in, p)
+	return p, nil
+}
+
+// budget is what the first phase resolves from the spec: the managed
+// nodes, the soak a Done seen now starts, and maxUnavailable before a
+// canary narrowed it.
+type budget struct {
+	managed   []*nodeView
+	soak      time.Duration
+	fullLimit int
+}
+
+// newPlan starts the plan with the pool's budget: maxUnavailable over the
+// nodes it manages, narrowed to one while a canary runs.
+func newPlan(in planInput) (*poolPlan, budget, error) {
 	spec := in.pool.Spec
-	target := spec.OSImage
-	p := &poolPlan{target: target, unavailable: map[string]string{}, startSoak: map[string]time.Time{},
+	p := &poolPlan{target: spec.OSImage, unavailable: map[string]string{}, startSoak: map[string]time.Time{},
 		downAfterSoak: map[string]string{}}
 	// Pointers into in.nodes: a nodeView is 360 bytes, and at 10,000 nodes
 	// copying views into these slices (and sorting them) was most of a
 	// pass (BenchmarkPlanPass).
-	managed := make([]*nodeView, 0, len(in.nodes))
+	b := budget{managed: make([]*nodeView, 0, len(in.nodes))}
 	for i := range in.nodes {
 		if in.nodes[i].managed() {
-			managed = append(managed, &in.nodes[i])
+			b.managed = append(b.managed, &in.nodes[i])
 		}
 	}
-	p.machines = len(managed)
-	limit, err := MaxUnavailable(spec, p.machines)
-	if err != nil {
-		return nil, err
+	p.machines = len(b.managed)
+	var err error
+	if b.fullLimit, err = MaxUnavailable(spec, p.machines); err != nil {
+		return nil, b, err
 	}
-	if p.canary, err = canaryOf(spec, managed, target); err != nil {
-		return nil, err
+	if p.canary, err = canaryOf(spec, b.managed, p.target); err != nil {
+		return nil, b, err
 	}
-	fullLimit := limit
+	p.limit = b.fullLimit
 	if p.canary.active {
-		limit = min(limit, 1)
+		p.limit = min(p.limit, 1)
 	}
-	soak, err := soakFor(spec, p.canary)
-	if err != nil {
-		return nil, err
+	if b.soak, err = soakFor(spec, p.canary); err != nil {
+		return nil, b, err
 	}
-	p.limit = limit
-	busyZones := map[string]bool{}
-	var candidates []*nodeView
-	frozen := map[string]bool{} // granted, being granted or released: target stays
-	staging := 0                // nodes that need the update but have not staged it yet
+	return p, b, nil
+}
+
+// releaseOrSoak is the second phase: each finished grant is released now
+// or kept for a soak after Done. It returns each node's soak step, by its
+// index in in.nodes.
+func (p *poolPlan) releaseOrSoak(in planInput, soak time.Duration) []soakStep {
+	steps := make([]soakStep, len(in.nodes))
+	for i := range in.nodes {
+		steps[i] = p.planRelease(&in.nodes[i], &in, soak)
+	}
+	return steps
+}
+
+// counted is what the counting phase leaves for the later ones.
+type counted struct {
+	// frozen are the nodes granted, being granted or released: their
+	// target stays.
+	frozen map[string]bool
+	// busyZones are the zones with a node updating, which confine the
+	// next grants (pickGrants).
+	busyZones map[string]bool
+}
+
+// count is the third phase: how each node counts against the budget (a
+// node kept for a soak counts as unavailable), and the pool's tallies of
+// the nodes it manages.
+func (p *poolPlan) count(in planInput, soaks []soakStep) counted {
+	c := counted{frozen: map[string]bool{}, busyZones: map[string]bool{}}
 	for i := range in.nodes {
 		n := &in.nodes[i]
 		if n.selected && n.shared {
 			p.overlapping = append(p.overlapping, n.name)
 		}
 		if n.granted() || in.pending[n.name] {
-			frozen[n.name] = true
+			c.frozen[n.name] = true
 		}
 		down, why := countAs(n, in.pending)
-		if step := p.planRelease(n, &in, soak); step != soakNone {
+		if step := soaks[i]; step != soakNone {
 			if down {
 				p.downAfterSoak[n.name] = why
 			}
 			down, why = true, step.why(n.soakUntil)
-			busyZones[n.zone] = true
+			c.busyZones[n.zone] = true
 		}
 		if down {
 			p.unavailable[n.name] = why
 			if in.pending[n.name] || (n.granted() && !n.finished()) {
-				busyZones[n.zone] = true
+				c.busyZones[n.zone] = true
 			}
 		}
-		if !n.managed() {
-			continue // counted only
+		if n.managed() {
+			p.tally(n, in.pending, down)
 		}
-		if n.updated(target) {
-			p.updated++
-		}
-		if n.degraded(target) {
-			p.degraded = append(p.degraded, n.name)
-		}
-		if target != "" && !n.updated(target) && !n.granted() && !in.pending[n.name] {
-			p.queued++
-		}
-		if down {
+	}
+	return c
+}
+
+// tally counts a managed node in the pool's figures.
+func (p *poolPlan) tally(n *nodeView, pending map[string]bool, down bool) {
+	if n.updated(p.target) {
+		p.updated++
+	}
+	if n.degraded(p.target) {
+		p.degraded = append(p.degraded, n.name)
+	}
+	if p.target != "" && !n.updated(p.target) && !n.granted() && !pending[n.name] {
+		p.queued++
+	}
+	if !down {
+		p.ready++
+	}
+}
+
+// candidacy is what the candidates phase finds: the nodes that may be
+// granted, and what the hold reads of the others.
+type candidacy struct {
+	nodes []*nodeView
+	// staging counts the available nodes that need the target but have
+	// not staged it yet.
+	staging int
+	// left: a managed node does not run the target yet; drainBlocked: a
+	// granted node's drain waits (a PDB, an eviction, a hook).
+	left, drainBlocked bool
+}
+
+// candidates is the fourth phase. Only a node that staged the target is
+// granted: the download happens outside the slot, and the staging budget
+// holds. A node that cannot stage would not get further with a slot
+// either; its agent reports why. While a canary selector is active, only
+// its nodes are.
+func (p *poolPlan) candidates(in planInput) candidacy {
+	var c candidacy
+	for i := range in.nodes {
+		n := &in.nodes[i]
+		if !n.managed() || n.updated(p.target) {
 			continue
 		}
-		p.ready++
-		// Only a node that staged the target is granted: the download
-		// happens outside the slot, and the staging budget holds. A node
-		// that cannot stage would not get further with a slot either; its
-		// agent reports why. While a canary selector is active, only its
-		// nodes are.
-		if !n.granted() && !n.updated(target) && !n.held && target != "" &&
-			(!p.canary.active || !p.canary.bySelector || n.canary) {
-			switch {
-			case n.target == target && n.staged == target:
-				if !in.backoff[n.name] {
-					candidates = append(candidates, &in.nodes[i])
-				}
-			default:
-				staging++
-			}
+		c.left = true
+		c.drainBlocked = c.drainBlocked || (n.granted() && !n.finished() && n.drainBlocked && drainStep(n.state))
+		if _, down := p.unavailable[n.name]; down || n.granted() || n.held || p.target == "" ||
+			(p.canary.active && p.canary.bySelector && !n.canary) {
+			continue
+		}
+		switch {
+		case n.target != p.target || n.staged != p.target:
+			c.staging++
+		case !in.backoff[n.name]:
+			c.nodes = append(c.nodes, n)
 		}
 	}
-	p.setTarget = targetsToSet(managed, frozen, target, spec.MaxStaging)
-	if p.halted, err = haltOf(in.pool, p.degraded, p.machines, p.canary.active); err != nil {
-		return nil, err
-	}
-	p.endSoaks(in)
+	return c
+}
+
+// endCanary lets the pool go on at fullLimit in the pass in which the last
+// canary's bake ends, rather than one pass later.
+func (p *poolPlan) endCanary(fullLimit int) {
 	if p.canary.active && !p.canary.bySelector && p.canary.done+len(p.release) >= p.canary.total && p.halted.reason == "" &&
 		len(p.soaking) == 0 && p.bakeEnded() {
-		// The last canary's bake ends in this pass: the pool goes on at
-		// maxUnavailable now rather than one pass later.
 		p.canary.active, p.limit = false, fullLimit
 	}
-	// A grant of this pass whose node keeps no slot after Done is given
-	// back by its agent in its Done report (AnnotationReleaseAtDone). A
-	// canary's never is: which canary is the last, and bakes, is decided
-	// when it reports Done. A soak of zero ("0s") is no soak; one that does
-	// not parse keeps the coordinator's release, which reports the error.
-	soak, soakErr := parseDuration(spec.Soak, "soak")
-	p.releaseAtDone = !p.canary.active && soakErr == nil && soak == 0
-	p.grant, p.waiting, err = decideGrants(in, p, candidates, busyZones, staging)
-	if err != nil {
-		return nil, err
-	}
-	p.wait, p.inFlight = poolWaits(in, p, len(candidates), staging), inFlight(in, p)
-	return p, nil
 }
 
 // bakeEnded reports whether every node released in this pass is one whose
@@ -369,53 +447,6 @@ func releasable(n *nodeView, pool, target string) (release, yielded bool) {
 		return owner && n.grantTarget != target, false
 	}
 	return false, false
-}
-
-// decideGrants picks the nodes to grant, or says why none.
-func decideGrants(in planInput, p *poolPlan, candidates []*nodeView, busyZones map[string]bool, staging int) ([]string, string, error) {
-	spec := in.pool.Spec
-	if p.target == "" || len(candidates) == 0 {
-		if staging > 0 && len(p.unavailable) < p.limit {
-			return nil, fmt.Sprintf("%d nodes still staging the target", staging), nil
-		}
-		return nil, "", nil
-	}
-	switch open, err := inWindow(spec.MaintenanceWindows, in.now); {
-	case err != nil:
-		return nil, "", err
-	case spec.Paused:
-		return nil, "pool is paused", nil
-	case p.halted.reason != "":
-		return nil, p.halted.message, nil
-	case !open:
-		return nil, "outside every maintenance window", nil
-	case p.limit == 0:
-		return nil, "maxUnavailable " + spec.MaxUnavailable.String() + " resolves to 0: no node is granted", nil
-	}
-	free := p.limit - len(p.unavailable)
-	if free <= 0 {
-		return nil, fmt.Sprintf("%d of at most %d nodes unavailable", len(p.unavailable), p.limit), nil
-	}
-	if spec.Gates != nil {
-		switch v := in.gates; {
-		case v == nil:
-			p.needGates = true
-			return nil, "evaluating the gates", nil
-		case !v.passing:
-			return nil, "gates failing: " + v.reason + ": " + v.message, nil
-		}
-	}
-	// One control-plane node at a time, cluster-wide, whatever pools
-	// select them: none while another is unavailable, at most one here.
-	controlPlane := 1
-	if in.controlPlaneBusy != "" {
-		controlPlane = 0
-	}
-	grant := pickGrants(candidates, busyZones, free, controlPlane)
-	if len(grant) == 0 && controlPlane == 0 {
-		return nil, in.controlPlaneBusy, nil
-	}
-	return grant, "", nil
 }
 
 // targetsToSet returns the managed nodes whose target annotation is stale,

@@ -132,8 +132,8 @@ func TestPlanSkipsAdminCordonedHeldSilentAndPaused(t *testing.T) {
 		t.Fatalf("want only n03 granted, got %v", p.grant)
 	}
 	p, _ = plan(pool(intstr.FromInt32(10), func(s *v1alpha1.UpdatePoolSpec) { s.Paused = true }), healthy(3).views(), nil, now)
-	if len(p.grant) != 0 || p.waiting != "pool is paused" {
-		t.Fatalf("paused pool: want no grant, got %v (%q)", p.grant, p.waiting)
+	if len(p.grant) != 0 || p.hold.message != "pool is paused" {
+		t.Fatalf("paused pool: want no grant, got %v (%q)", p.grant, p.hold.message)
 	}
 }
 
@@ -158,8 +158,8 @@ func TestPlanWaitsForStaging(t *testing.T) {
 		nodes.annotate(i, v1alpha1.AnnotationStaged, "")
 	}
 	p, _ := plan(pool(intstr.FromInt32(2)), nodes.views(), nil, now)
-	if len(p.grant) != 0 || p.waiting != "3 nodes still staging the target" {
-		t.Fatalf("nothing staged: grant %v waiting %q; want no grant, waiting for 3 nodes to stage", p.grant, p.waiting)
+	if len(p.grant) != 0 || p.hold.message != "3 nodes still staging the target" {
+		t.Fatalf("nothing staged: grant %v waiting %q; want no grant, waiting for 3 nodes to stage", p.grant, p.hold.message)
 	}
 	nodes.annotate(2, v1alpha1.AnnotationStaged, "quay.io/os:2")
 	p, _ = plan(pool(intstr.FromInt32(2)), nodes.views(), nil, now)
@@ -388,11 +388,11 @@ func TestPlanControlPlaneCapAndZeroPercent(t *testing.T) {
 		t.Fatalf("another control-plane node unavailable: grant %v, want the worker only", p.grant)
 	}
 	p, _ = planPool(planInput{pool: pool(intstr.FromInt32(3)), nodes: views[:2], now: now, controlPlaneBusy: "cp-9 is unavailable"})
-	if len(p.grant) != 0 || p.waiting != "cp-9 is unavailable" {
-		t.Fatalf("only control-plane candidates, one busy elsewhere: grant %v waiting %q", p.grant, p.waiting)
+	if len(p.grant) != 0 || p.hold.message != "cp-9 is unavailable" {
+		t.Fatalf("only control-plane candidates, one busy elsewhere: grant %v waiting %q", p.grant, p.hold.message)
 	}
 	p, _ = plan(pool(intstr.FromString("0%")), healthy(3).views(), nil, now)
-	if len(p.grant) != 0 || !strings.Contains(p.waiting, "resolves to 0") {
-		t.Fatalf("0%%: grant %v waiting %q", p.grant, p.waiting)
+	if len(p.grant) != 0 || !strings.Contains(p.hold.message, "resolves to 0") {
+		t.Fatalf("0%%: grant %v waiting %q", p.grant, p.hold.message)
 	}
 }

@@ -66,7 +66,7 @@ func (c *Controller) syncSilences(ctx context.Context, pool *v1alpha1.UpdatePool
 	if len(held) > 0 {
 		plan.grant = granted
 		plan.inFlight = slices.DeleteFunc(plan.inFlight, func(n string) bool { return slices.Contains(held, n) })
-		plan.waiting = fmt.Sprintf("silences.required: no silence for %s yet: %v", strings.Join(held, ", "), err)
+		plan.hold.message = fmt.Sprintf("silences.required: no silence for %s yet: %v", strings.Join(held, ", "), err)
 	}
 }
 

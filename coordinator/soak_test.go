@@ -73,8 +73,8 @@ func TestSoakKeepsTheSlotAfterDone(t *testing.T) {
 	if len(pl.release) > 0 || len(pl.grant) > 0 {
 		t.Errorf("released %v and granted %v while n00 soaks in a pool of maxUnavailable 1", pl.release, pl.grant)
 	}
-	if pl.wait != waitSoaking {
-		t.Errorf("wait reason %q, want %q", pl.wait, waitSoaking)
+	if pl.hold.reason != waitSoaking {
+		t.Errorf("wait reason %q, want %q", pl.hold.reason, waitSoaking)
 	}
 
 	f.annotate(0, v1alpha1.AnnotationSoakUntil, now.Add(time.Minute).Format(time.RFC3339))
@@ -110,8 +110,8 @@ func TestGatesDecideEveryGrant(t *testing.T) {
 		t.Errorf("gates passing: granted %v, want 2 nodes", pl.grant)
 	}
 	pl = planWith(t, p, f, failing)
-	if len(pl.grant) > 0 || pl.wait != waitGatesFailing || !strings.Contains(pl.waiting, "alert Unhealthy firing") {
-		t.Errorf("gates failing: granted %v, wait %q, waiting %q; want nothing granted and the alert named", pl.grant, pl.wait, pl.waiting)
+	if len(pl.grant) > 0 || pl.hold.reason != waitGatesFailing || !strings.Contains(pl.hold.message, "alert Unhealthy firing") {
+		t.Errorf("gates failing: granted %v, wait %q, waiting %q; want nothing granted and the alert named", pl.grant, pl.hold.reason, pl.hold.message)
 	}
 	// Nothing to grant: the gates are not needed.
 	f = healthy(0)

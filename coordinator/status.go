@@ -46,8 +46,8 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.UpdatePool,
 		fmt.Sprintf("%d of %d nodes run %s", plan.updated, machines, st.ConfigName))
 	updating := !allUpdated && !pool.Spec.Paused
 	msg := fmt.Sprintf("%d of at most %d nodes unavailable: %s", st.UnavailableMachineCount, plan.limit, describe(plan.unavailable, plan.grant))
-	if plan.waiting != "" {
-		msg += "; waiting: " + plan.waiting
+	if plan.hold.message != "" {
+		msg += "; waiting: " + plan.hold.message
 	}
 	set(v1alpha1.PoolUpdating, updating, map[bool]string{true: "RollingOut", false: "Idle"}[updating], msg)
 	set(v1alpha1.PoolPaused, pool.Spec.Paused, map[bool]string{true: "PausedByOperator", false: "NotPaused"}[pool.Spec.Paused],

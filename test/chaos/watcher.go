@@ -23,12 +23,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/test/oracle"
 )
 
 // The protocol keys the watcher reads, spelled out from docs/protocol.md
 // on purpose: the watcher shares no code with the product's definition of
 // an unavailable node (v1alpha1.Unavailable, Step.Disrupting), so that a
-// mistake there cannot hide here.
+// mistake there cannot hide here; which nodes are disrupted is test/oracle's
+// to say, which is just as independent.
 const (
 	keyGrant           = "update.nodeward.io/grant"
 	keyState           = "update.nodeward.io/state"
@@ -79,27 +81,15 @@ func (v Violation) String() string {
 	return fmt.Sprintf("%s %s%s nodes %v: %s", v.At.Format("15:04:05.000"), v.Kind, pool, v.Nodes, v.Detail)
 }
 
-// disrupted is the watcher's own definition of a node taken out of
-// service by an update: cordoned by nodeward (its cordon record), or in an
-// agent step from Cordoning to Uncordoning (or the side steps between
-// them), or holding a grant its agent has not yet reported Done or Yielded
-// for (docs/protocol.md: the coordinator writes the next grants before it
-// removes a finished node's grant, and that node is back in service).
+// disrupted is the watcher's definition of a node taken out of service by
+// an update: oracle.UpdateDisruption, the tests' one definition (a grant
+// its agent has not reported Done or Yielded for, an agent step from
+// Cordoning to Uncordoning or a side step between them, or nodeward's
+// cordon record). An admin's cordon and a machine gone down are not
+// counted: they are faults the chaos run injects, which no coordinator can
+// see in time.
 func disrupted(n *corev1.Node) bool {
-	a := n.Annotations
-	if _, ok := a[keyCordonedBy]; ok {
-		return true
-	}
-	switch a[keyState] {
-	case "Cordoning", "Draining", "HooksPreReboot", "Finalizing", "Rebooting", "Verifying", "WaitingHealthy",
-		"Uncordoning", "Yielding", "RollingBack", "RolledBack":
-		return true
-	}
-	if g := a[keyGrant]; g != "" {
-		finished := a[keyState] == "Done" || a[keyState] == "Yielded"
-		return !(finished && a[keyStateGrant] == g)
-	}
-	return false
+	return oracle.UpdateDisruption.Counts(n)
 }
 
 // WatcherOptions configure a Watcher.
@@ -568,25 +558,23 @@ func (w *Watcher) checkGrant(rec *nodeRec, cur *corev1.Node, grant string, now t
 	}
 	w.stats.Grants++
 	members := 0
-	var others []string
-	for name, r := range w.nodes {
+	var counted []*corev1.Node
+	for _, r := range w.nodes {
 		if !r.memberOf(p.name) {
 			continue
 		}
 		members++
-		if r == rec || !disrupted(r.node) {
-			continue
-		}
 		if joined, ok := r.joined[p.name]; ok && now.Sub(joined) < w.opts.Grace {
 			continue // relabelled in just now: the coordinator may not know yet
 		}
-		others = append(others, name)
+		counted = append(counted, r.node)
 	}
 	limit := w.limitAt(p, members, now)
-	if len(others) < limit {
+	over := oracle.UpdateDisruption.GrantExcess(cur.Name, counted, limit)
+	if over == nil {
 		return
 	}
-	sort.Strings(others)
+	others := over.Nodes
 	how := ""
 	if gap {
 		how = " (seen on a relist after a watch gap)"
@@ -649,15 +637,12 @@ func budget(mu *intstr.IntOrString, members int, controlPlane bool) int {
 }
 
 func (w *Watcher) checkControlPlane(now time.Time) {
-	var down []string
-	for name, r := range w.nodes {
-		_, cp := r.node.Labels[controlPlaneLabel]
-		_, master := r.node.Labels[masterLabel]
-		if (cp || master) && disrupted(r.node) {
-			down = append(down, name)
-		}
+	nodes := make([]*corev1.Node, 0, len(w.nodes))
+	for _, r := range w.nodes {
+		nodes = append(nodes, r.node)
 	}
-	if len(down) <= 1 {
+	over := oracle.UpdateDisruption.ControlPlaneExcess(nodes)
+	if over == nil {
 		w.cpOver = false
 		return
 	}
@@ -665,7 +650,7 @@ func (w *Watcher) checkControlPlane(now time.Time) {
 		return
 	}
 	w.cpOver = true
-	sort.Strings(down)
+	down := over.Nodes
 	w.record(Violation{At: now, Kind: VControlPlane, Nodes: down,
 		Detail: fmt.Sprintf("%d control-plane nodes disrupted: %s", len(down), w.describe(down))})
 }

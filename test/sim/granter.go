@@ -7,7 +7,6 @@ import (
 	"sort"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -118,21 +117,4 @@ func (g *Granter) patch(ctx context.Context, node string, set map[string]*string
 	}
 	_, err = g.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
-}
-
-// Disrupted is the tests' own, deliberately independent reading of an
-// update's disruption: the node is cordoned by anyone, or its agent reports
-// a step between the cordon and the uncordon. Invariant checks use it
-// rather than the product's v1alpha1.Unavailable, so that a bug in that
-// definition cannot hide itself.
-func Disrupted(node *corev1.Node) bool {
-	if node.Spec.Unschedulable {
-		return true
-	}
-	switch node.Annotations[v1alpha1.AnnotationState] {
-	case "Cordoning", "Draining", "HooksPreReboot", "Finalizing", "Rebooting", "Verifying",
-		"WaitingHealthy", "Uncordoning", "Yielding", "RollingBack", "RolledBack", "Degraded":
-		return true
-	}
-	return false
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/oracle"
 )
 
 // grantEvent is a grant a scripted agent received.
@@ -103,9 +106,10 @@ func (a *agents) mustReport(ctx context.Context, t *testing.T, g grantEvent, sta
 }
 
 // watchUnavailable asserts at every event of the nodes selector matches
-// that at most limit of them are unavailable as the protocol's observers
-// count: holding a grant their agent has not reported Done or Yielded
-// for, cordoned, or not serving (v1alpha1.NotServing).
+// that at most limit of them are unavailable as the tests' oracle counts
+// (oracle.Unavailable): holding a grant their agent has not reported Done
+// or Yielded for, in an agent step from the cordon to the uncordon,
+// cordoned, or not serving.
 func watchUnavailable(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, selector string, limit int) {
 	t.Helper()
 	w, err := cp.Client().CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: selector})
@@ -114,31 +118,21 @@ func watchUnavailable(ctx context.Context, t *testing.T, cp *cluster.ControlPlan
 	}
 	go func() {
 		defer w.Stop()
-		down := map[string]string{}
+		latest := map[string]*corev1.Node{}
 		for ev := range w.ResultChan() {
 			node, ok := ev.Object.(*corev1.Node)
 			if !ok {
 				continue
 			}
-			ann := node.Annotations
-			grant := ann[v1alpha1.AnnotationGrant]
-			step := v1alpha1.Step(ann[v1alpha1.AnnotationState])
-			finished := ann[v1alpha1.AnnotationStateGrant] == grant && (step == v1alpha1.StepDone || step == v1alpha1.StepYielded)
-			why := ""
-			switch {
-			case ev.Type == watch.Deleted:
-			case grant != "" && !finished:
-				why = "granted"
-			case node.Spec.Unschedulable:
-				why = "cordoned"
-			default:
-				why = v1alpha1.NotServing(node)
+			delete(latest, node.Name)
+			if ev.Type != watch.Deleted {
+				latest[node.Name] = node
 			}
-			delete(down, node.Name)
-			if why != "" {
-				down[node.Name] = why
-			}
-			if len(down) > limit {
+			if over := oracle.Unavailable.PoolExcess(slices.Collect(maps.Values(latest)), limit); over != nil {
+				down := map[string]string{}
+				for _, name := range over.Nodes {
+					down[name] = oracle.Unavailable.Why(latest[name]).String()
+				}
 				t.Errorf("invariant broken: %d nodes of %q unavailable, at most %d allowed: %v", len(down), selector, limit, down)
 			}
 		}

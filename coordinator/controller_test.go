@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +26,7 @@ import (
 	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/coordinator"
 	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/oracle"
 )
 
 var env cluster.Env
@@ -129,8 +132,8 @@ func simulateAgents(ctx context.Context, t *testing.T, cp *cluster.ControlPlane,
 }
 
 // watchInvariant asserts at every node event that at most limit nodes of the
-// group are updating (granted, Done not yet reported), cordoned or not
-// Ready, and returns the maximum it saw.
+// group are unavailable as the tests' oracle counts (oracle.Unavailable:
+// updating, cordoned or not serving), and returns the maximum it saw.
 func watchInvariant(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, prefix string, limit int) *atomic.Int32 {
 	var peak atomic.Int32
 	w, err := cp.Client().CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: cluster.GroupLabel + "=" + prefix})
@@ -139,31 +142,24 @@ func watchInvariant(ctx context.Context, t *testing.T, cp *cluster.ControlPlane,
 	}
 	go func() {
 		defer w.Stop()
-		down := map[string]bool{}
+		latest := map[string]*corev1.Node{}
 		for ev := range w.ResultChan() {
 			node, ok := ev.Object.(*corev1.Node)
 			if !ok {
 				continue
 			}
-			// A granted node is unavailable until its agent reports Done for
-			// that grant (docs/protocol.md).
-			grant, granted := node.Annotations[v1alpha1.AnnotationGrant]
-			finished := v1alpha1.Step(node.Annotations[v1alpha1.AnnotationState]) == v1alpha1.StepDone &&
-				node.Annotations[v1alpha1.AnnotationStateGrant] == grant
-			granted = granted && !finished
-			down[node.Name] = ev.Type != watch.Deleted && (granted || node.Spec.Unschedulable || !cluster.NodeReady(node))
-			n := 0
-			for _, d := range down {
-				if d {
-					n++
-				}
+			delete(latest, node.Name)
+			if ev.Type != watch.Deleted {
+				latest[node.Name] = node
 			}
+			down := oracle.Unavailable.Disrupted(slices.Collect(maps.Values(latest)))
+			n := len(down)
 			if int32(n) > peak.Load() {
 				peak.Store(int32(n))
 			}
 			if n > limit {
-				t.Errorf("invariant broken: %d nodes of %s unavailable, maxUnavailable %d (last event: %s granted=%v unschedulable=%v ready=%v)",
-					n, prefix, limit, node.Name, granted, node.Spec.Unschedulable, cluster.NodeReady(node))
+				t.Errorf("invariant broken: %d nodes of %s unavailable, maxUnavailable %d: %v (last event: %s %s)",
+					n, prefix, limit, down, node.Name, oracle.Unavailable.Why(node))
 			}
 		}
 	}()

@@ -23,12 +23,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/test/oracle"
 )
 
 // The protocol keys the watcher reads, spelled out from docs/protocol.md
 // on purpose: the watcher shares no code with the product's definition of
 // an unavailable node (v1alpha1.Unavailable, Step.Disrupting), so that a
-// mistake there cannot hide here.
+// mistake there cannot hide here; which nodes are disrupted is test/oracle's
+// to say, which is just as independent.
 const (
 	keyGrant           = "update.nodeward.io/grant"
 	keyState           = "update.nodeward.io/state"
@@ -79,27 +81,15 @@ func (v Violation) String() string {
 	return fmt.Sprintf("%s %s%s nodes %v: %s", v.At.Format("15:04:05.000"), v.Kind, pool, v.Nodes, v.Detail)
 }
 
-// disrupted is the watcher's own definition of a node taken out of
-// service by an update: cordoned by nodeward (its cordon record), or in an
-// agent step from Cordoning to Uncordoning (or the side steps between
-// them), or holding a grant its agent has not yet reported Done or Yielded
-// for (docs/protocol.md: the coordinator writes the next grants before it
-// removes a finished node's grant, and that node is back in service).
+// disrupted is the watcher's definition of a node taken out of service by
+// an update: oracle.UpdateDisruption, the tests' one definition (a grant
+// its agent has not reported Done or Yielded for, an agent step from
+// Cordoning to Uncordoning or a side step between them, or nodeward's
+// cordon record). An admin's cordon and a machine gone down are not
+// counted: they are faults the chaos run injects, which no coordinator can
+// see in time.
 func disrupted(n *corev1.Node) bool {
-	a := n.Annotations
-	if _, ok := a[keyCordonedBy]; ok {
-		return true
-	}
-	switch a[keyState] {
-	case "Cordoning", "Draining", "HooksPreReboot", "Finalizing", "Rebooting", "Verifying", "WaitingHealthy",
-		"Uncordoning", "Yielding", "RollingBack", "RolledBack":
-		return true
-	}
-	if g := a[keyGrant]; g != "" {
-		finished := a[keyState] == "Done" || a[keyState] == "Yielded"
-		return !(finished && a[keyStateGrant] == g)
-	}
-	return false
+	return oracle.UpdateDisruption.Counts(n)
 }
 
 // WatcherOptions configure a Watcher.
@@ -426,7 +416,28 @@ func (w *Watcher) nodeEvent(t watch.EventType, obj runtime.Object) {
 // learned from a relist, intermediate states may be missing.
 func (w *Watcher) observeNode(rec *nodeRec, old, cur *corev1.Node, gap bool) {
 	now := w.opts.Now()
-	a := cur.Annotations
+	w.trackPools(rec, old, cur, now)
+	rec.trackHooks(cur, now)
+	w.checkSchedulability(rec, old, cur, now, gap)
+	if step := cur.Annotations[keyState]; step != rec.step {
+		prev := rec.step
+		rec.step = step
+		w.checkStep(rec, cur, prev, now)
+	}
+	// A new grant: the pool must have had fewer than maxUnavailable nodes
+	// disrupted besides this one.
+	if old != nil {
+		if g := cur.Annotations[keyGrant]; g != "" && g != old.Annotations[keyGrant] {
+			w.checkGrant(rec, cur, g, now, gap)
+		}
+	}
+	w.checkControlPlane(now)
+	w.countDisrupted(rec)
+}
+
+// trackPools records the pools selecting cur, and when a relabel moved it
+// into one of them (a pool change is not a relabel: see remember).
+func (w *Watcher) trackPools(rec *nodeRec, old, cur *corev1.Node, now time.Time) {
 	relabelled := old != nil && !labels.Equals(old.Labels, cur.Labels)
 	sel := w.poolsOf(cur)
 	for p := range rec.joined {
@@ -440,78 +451,99 @@ func (w *Watcher) observeNode(rec *nodeRec, old, cur *corev1.Node, gap bool) {
 		}
 	}
 	rec.setPools(sel)
-	// Pre-drain hooks, with the time each was first seen.
-	for k := range rec.hooks {
-		if _, ok := a[k]; !ok {
-			delete(rec.hooks, k)
+}
+
+// trackHooks keeps the node's pre-drain hooks with the time each was first
+// seen, for the hook grace.
+func (r *nodeRec) trackHooks(cur *corev1.Node, now time.Time) {
+	for k := range r.hooks {
+		if _, ok := cur.Annotations[k]; !ok {
+			delete(r.hooks, k)
 		}
 	}
-	for k := range a {
+	for k := range cur.Annotations {
 		if strings.HasPrefix(k, preDrainHookPrefix) {
-			if _, ok := rec.hooks[k]; !ok {
-				rec.hooks[k] = now
+			if _, ok := r.hooks[k]; !ok {
+				r.hooks[k] = now
 			}
 		}
 	}
-	// Schedulability: an uncordon ends a drain's validity, and must not
-	// undo an admin's cordon.
-	if !cur.Spec.Unschedulable {
-		if old != nil && old.Spec.Unschedulable && w.admin[cur.Name] {
-			w.record(Violation{At: now, Kind: VAdminUncordon, Pool: rec.pool, Nodes: []string{cur.Name},
-				Detail: fmt.Sprintf("an admin's cordon was removed (state %s, grant %q, resourceVersion %s)",
-					a[keyState], a[keyGrant], cur.ResourceVersion)})
-		}
-		rec.drained, rec.gap, rec.flagged = false, false, false
-	} else {
-		if old == nil || !old.Spec.Unschedulable {
+}
+
+// checkSchedulability: an uncordon ends a drain's validity, and must not
+// undo an admin's cordon; a cordon starts the record of what happened
+// while the node was unschedulable.
+func (w *Watcher) checkSchedulability(rec *nodeRec, old, cur *corev1.Node, now time.Time, gap bool) {
+	wasCordoned := old != nil && old.Spec.Unschedulable
+	if cur.Spec.Unschedulable {
+		if !wasCordoned {
 			rec.cordonedAt = now
 		}
 		if gap {
 			rec.gap = true
 		}
+		return
 	}
-	// Steps.
-	if step := a[keyState]; step != rec.step {
-		prev := rec.step
-		rec.step = step
-		switch step {
-		case "Cordoning", "Draining":
-			if beforeGate(prev) {
-				for k, since := range rec.hooks {
-					if now.Sub(since) > w.opts.HookGrace {
-						w.record(Violation{At: now, Kind: VHookIgnored, Pool: rec.pool, Nodes: []string{cur.Name},
-							Detail: fmt.Sprintf("%s → %s with hook %s present for %s (grant %q)", prev, step, k,
-								now.Sub(since).Round(time.Millisecond), a[keyStateGrant])})
-					}
-				}
-			}
-			if step == "Draining" && cur.Spec.Unschedulable {
-				rec.drained = true
-			}
-		case "Finalizing", "Rebooting":
-			switch {
-			case rec.drained || rec.flagged:
-			case rec.gap:
-				w.stats.StepsUnverified++
-				rec.flagged = true
-			default:
-				rec.flagged = true
-				w.record(Violation{At: now, Kind: VRebootUndrained, Pool: rec.pool, Nodes: []string{cur.Name},
-					Detail: fmt.Sprintf("%s → %s without Draining since the node was last schedulable (grant %q, target %q, unschedulable %v)",
-						prev, step, a[keyStateGrant], a[keyStateTarget], cur.Spec.Unschedulable)})
-			}
+	if wasCordoned && w.admin[cur.Name] {
+		a := cur.Annotations
+		w.record(Violation{At: now, Kind: VAdminUncordon, Pool: rec.pool, Nodes: []string{cur.Name},
+			Detail: fmt.Sprintf("an admin's cordon was removed (state %s, grant %q, resourceVersion %s)",
+				a[keyState], a[keyGrant], cur.ResourceVersion)})
+	}
+	rec.drained, rec.gap, rec.flagged = false, false, false
+}
+
+// checkStep checks the agent's move from step prev to the step cur
+// reports (rec.step): past the pre-drain gate only without an overdue
+// hook, and to the finalize or the reboot only after a drain.
+func (w *Watcher) checkStep(rec *nodeRec, cur *corev1.Node, prev string, now time.Time) {
+	switch rec.step {
+	case "Cordoning", "Draining":
+		if beforeGate(prev) {
+			w.checkHooksHonoured(rec, cur, prev, now)
+		}
+		if rec.step == "Draining" && cur.Spec.Unschedulable {
+			rec.drained = true
+		}
+	case "Finalizing", "Rebooting":
+		w.checkDrainedBeforeReboot(rec, cur, prev, now)
+	}
+}
+
+// checkHooksHonoured records every pre-drain hook that had been on the
+// node for longer than the hook grace when it passed the pre-drain gate.
+func (w *Watcher) checkHooksHonoured(rec *nodeRec, cur *corev1.Node, prev string, now time.Time) {
+	for k, since := range rec.hooks {
+		if now.Sub(since) > w.opts.HookGrace {
+			w.record(Violation{At: now, Kind: VHookIgnored, Pool: rec.pool, Nodes: []string{cur.Name},
+				Detail: fmt.Sprintf("%s → %s with hook %s present for %s (grant %q)", prev, rec.step, k,
+					now.Sub(since).Round(time.Millisecond), cur.Annotations[keyStateGrant])})
 		}
 	}
-	// A new grant: the pool must have had fewer than maxUnavailable nodes
-	// disrupted besides this one.
-	oldGrant := ""
-	if old != nil {
-		oldGrant = old.Annotations[keyGrant]
+}
+
+// checkDrainedBeforeReboot: a finalize or a reboot needs Draining seen
+// since the node was last schedulable; after a watch gap that may have
+// hidden it, the step is counted unverified instead. One record per
+// cordon.
+func (w *Watcher) checkDrainedBeforeReboot(rec *nodeRec, cur *corev1.Node, prev string, now time.Time) {
+	switch {
+	case rec.drained || rec.flagged:
+	case rec.gap:
+		w.stats.StepsUnverified++
+		rec.flagged = true
+	default:
+		rec.flagged = true
+		a := cur.Annotations
+		w.record(Violation{At: now, Kind: VRebootUndrained, Pool: rec.pool, Nodes: []string{cur.Name},
+			Detail: fmt.Sprintf("%s → %s without Draining since the node was last schedulable (grant %q, target %q, unschedulable %v)",
+				prev, rec.step, a[keyStateGrant], a[keyStateTarget], cur.Spec.Unschedulable)})
 	}
-	if g := a[keyGrant]; g != "" && g != oldGrant && old != nil {
-		w.checkGrant(rec, cur, g, now, gap)
-	}
-	w.checkControlPlane(now)
+}
+
+// countDisrupted updates the most disrupted nodes seen at once in every
+// pool rec counts in.
+func (w *Watcher) countDisrupted(rec *nodeRec) {
 	for p := range w.pools {
 		if !rec.memberOf(p) {
 			continue
@@ -568,25 +600,23 @@ func (w *Watcher) checkGrant(rec *nodeRec, cur *corev1.Node, grant string, now t
 	}
 	w.stats.Grants++
 	members := 0
-	var others []string
-	for name, r := range w.nodes {
+	var counted []*corev1.Node
+	for _, r := range w.nodes {
 		if !r.memberOf(p.name) {
 			continue
 		}
 		members++
-		if r == rec || !disrupted(r.node) {
-			continue
-		}
 		if joined, ok := r.joined[p.name]; ok && now.Sub(joined) < w.opts.Grace {
 			continue // relabelled in just now: the coordinator may not know yet
 		}
-		others = append(others, name)
+		counted = append(counted, r.node)
 	}
 	limit := w.limitAt(p, members, now)
-	if len(others) < limit {
+	over := oracle.UpdateDisruption.GrantExcess(cur.Name, counted, limit)
+	if over == nil {
 		return
 	}
-	sort.Strings(others)
+	others := over.Nodes
 	how := ""
 	if gap {
 		how = " (seen on a relist after a watch gap)"
@@ -649,15 +679,12 @@ func budget(mu *intstr.IntOrString, members int, controlPlane bool) int {
 }
 
 func (w *Watcher) checkControlPlane(now time.Time) {
-	var down []string
-	for name, r := range w.nodes {
-		_, cp := r.node.Labels[controlPlaneLabel]
-		_, master := r.node.Labels[masterLabel]
-		if (cp || master) && disrupted(r.node) {
-			down = append(down, name)
-		}
+	nodes := make([]*corev1.Node, 0, len(w.nodes))
+	for _, r := range w.nodes {
+		nodes = append(nodes, r.node)
 	}
-	if len(down) <= 1 {
+	over := oracle.UpdateDisruption.ControlPlaneExcess(nodes)
+	if over == nil {
 		w.cpOver = false
 		return
 	}
@@ -665,7 +692,7 @@ func (w *Watcher) checkControlPlane(now time.Time) {
 		return
 	}
 	w.cpOver = true
-	sort.Strings(down)
+	down := over.Nodes
 	w.record(Violation{At: now, Kind: VControlPlane, Nodes: down,
 		Detail: fmt.Sprintf("%d control-plane nodes disrupted: %s", len(down), w.describe(down))})
 }

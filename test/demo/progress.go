@@ -18,7 +18,7 @@ import (
 
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/test/cluster"
-	"github.com/nodeward/nodeward/test/sim"
+	"github.com/nodeward/nodeward/test/oracle"
 )
 
 // tracker watches the group's nodes and records, at every event, what the
@@ -80,7 +80,7 @@ func (t *tracker) observe(n *corev1.Node, store cache.Store) {
 	case granted && tr.granted.IsZero():
 		tr.granted = now
 	}
-	unavailable := sim.Disrupted(n)
+	unavailable := oracle.CordonOrStep.Counts(n)
 	if unavailable && tr.unavailable.IsZero() {
 		tr.unavailable = now
 	}
@@ -92,7 +92,7 @@ func (t *tracker) observe(n *corev1.Node, store cache.Store) {
 	}
 	count := 0
 	for _, obj := range store.List() {
-		if sim.Disrupted(obj.(*corev1.Node)) {
+		if oracle.CordonOrStep.Counts(obj.(*corev1.Node)) {
 			count++
 		}
 	}

@@ -20,6 +20,7 @@ import (
 
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/oracle"
 	"github.com/nodeward/nodeward/test/sim"
 )
 
@@ -119,7 +120,8 @@ func (p *pool) watch(ctx context.Context) informers.SharedInformerFactory {
 	check := func(any) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		unavailable, staging := 0, 0
+		staging := 0
+		var counted []*corev1.Node
 		for _, obj := range inf.GetStore().List() {
 			n := obj.(*corev1.Node)
 			step := v1alpha1.Step(n.Annotations[v1alpha1.AnnotationState])
@@ -129,14 +131,16 @@ func (p *pool) watch(ctx context.Context) informers.SharedInformerFactory {
 			if s := p.seen[n.Name]; step != "" && (len(s) == 0 || s[len(s)-1] != step) {
 				p.seen[n.Name] = append(s, step)
 			}
-			if !p.ignore[n.Name] && sim.Disrupted(n) {
-				unavailable++
+			if !p.ignore[n.Name] {
+				counted = append(counted, n)
 			}
 		}
-		p.maxSeen = max(p.maxSeen, unavailable)
+		p.maxSeen = max(p.maxSeen, len(oracle.CordonOrStep.Disrupted(counted)))
 		p.maxStaging = max(p.maxStaging, staging)
-		if p.maxUnavailable > 0 && unavailable > p.maxUnavailable {
-			p.t.Errorf("invariant broken: %d nodes unavailable, maxUnavailable %d", unavailable, p.maxUnavailable)
+		if p.maxUnavailable > 0 {
+			if over := oracle.CordonOrStep.PoolExcess(counted, p.maxUnavailable); over != nil {
+				p.t.Errorf("invariant broken: %s", over)
+			}
 		}
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{

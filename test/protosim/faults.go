@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/test/oracle"
 )
 
 // fault injects one fault chosen at random and returns its kind.
@@ -66,7 +67,7 @@ func (w *World) bindLatePod(node string) {
 
 func (w *World) relabel(node string) {
 	n := w.nodes[node]
-	if n == nil || isControlPlane(n) {
+	if n == nil || oracle.IsControlPlane(n) {
 		return
 	}
 	if n.Labels[poolLabel] == workerPool {

@@ -12,31 +12,20 @@ import (
 	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/coordinator"
 	"github.com/nodeward/nodeward/drain"
+	"github.com/nodeward/nodeward/test/oracle"
 )
 
-// updating reports whether node is disrupted by an update: it holds a
-// grant its agent has not reported finished (Done or Yielded for it), its
-// agent reports a step between the cordon and the uncordon, or nodeward's
-// cordon is on it. The simulator's own reading, deliberately simpler than
-// the product's v1alpha1.Unavailable, which counts outside causes too.
-func updating(n *corev1.Node) bool {
-	a := n.Annotations
-	state := v1alpha1.Step(a[v1alpha1.AnnotationState])
-	if g := a[v1alpha1.AnnotationGrant]; g != "" &&
-		!((state == v1alpha1.StepDone || state == v1alpha1.StepYielded) && a[v1alpha1.AnnotationStateGrant] == g) {
-		return true
-	}
-	// A step name alone is not a disruption: after a Node is re-created,
-	// its agent may report a disrupting step on an object that is neither
-	// cordoned nor granted (and then goes back to Staged); a reboot of such
-	// a node is caught by checkReboot.
-	return n.Spec.Unschedulable && (state.Disrupting() || a[v1alpha1.AnnotationCordonedBy] != "")
-}
-
-func isControlPlane(n *corev1.Node) bool {
-	_, cp := n.Labels["node-role.kubernetes.io/control-plane"]
-	return cp
-}
+// rule is what the simulator counts as disrupted by an update, by the
+// tests' one definition: oracle.GrantOrUpdateCordon, a grant its agent has
+// not reported finished (Done or Yielded for it), or a cordon that is the
+// update's (nodeward's record on it, or its agent in a step between the
+// cordon and the uncordon, Degraded included). A step name alone is not a
+// disruption: after a Node is re-created, its agent may report a
+// disrupting step on an object that is neither cordoned nor granted (and
+// then goes back to Staged); a reboot of such a node is caught by
+// checkReboot. Outside causes (an admin's cordon, NotReady) are not the
+// update's and not counted.
+const rule = oracle.GrantOrUpdateCordon
 
 // poolMembers are the nodes pool selects, in name order.
 func (w *World) poolMembers(pool *v1alpha1.UpdatePool) []*corev1.Node {
@@ -85,24 +74,28 @@ func (w *World) checkGrant(node string) {
 		// update is the other pool's disruption, which the coordinator may
 		// not have seen move yet. Other disrupted nodes count where
 		// they are selected.
-		busy := 0
+		var counted []*corev1.Node
 		for _, m := range w.nodes {
-			if m.Name == node || !updating(m) {
-				continue
-			}
 			owner := m.Annotations[v1alpha1.AnnotationGrantPool]
 			if (owner != "" && owner == pool.Name) || (owner == "" && containsNode(members, m.Name)) {
-				busy++
+				counted = append(counted, m)
 			}
 		}
-		if busy >= limit {
-			w.violate("grant on %s while %d nodes of pool %s (maxUnavailable %d) are already disrupted", node, busy, pool.Name, limit)
+		if over := rule.GrantExcess(node, counted, limit); over != nil {
+			w.violate("grant on %s while %d nodes of pool %s (maxUnavailable %d) are already disrupted: %v",
+				node, len(over.Nodes), pool.Name, limit, over.Nodes)
 		}
 	}
-	if isControlPlane(n) {
+	if oracle.IsControlPlane(n) {
+		var others []*corev1.Node
 		for _, m := range w.nodes {
-			if m.Name != node && isControlPlane(m) && updating(m) {
-				w.violate("grant on control-plane node %s while control-plane node %s is disrupted", node, m.Name)
+			if oracle.IsControlPlane(m) {
+				others = append(others, m)
+			}
+		}
+		if over := rule.GrantExcess(node, others, 1); over != nil {
+			for _, m := range over.Nodes {
+				w.violate("grant on control-plane node %s while control-plane node %s is disrupted", node, m)
 			}
 		}
 	}
@@ -123,14 +116,12 @@ func containsNode(nodes []*corev1.Node, name string) bool {
 // in force since the last moment the pool was within its current limit, so
 // lowering maxUnavailable mid-rollout is not a violation by itself).
 func (w *World) checkSteady() {
-	cp := 0
+	nodes := make([]*corev1.Node, 0, len(w.nodes))
 	for _, n := range w.nodes {
-		if isControlPlane(n) && updating(n) {
-			cp++
-		}
+		nodes = append(nodes, n)
 	}
-	if cp > 1 {
-		w.violate("%d control-plane nodes disrupted at once", cp)
+	if over := rule.ControlPlaneExcess(nodes); over != nil {
+		w.violate("%d control-plane nodes disrupted at once: %v", len(over.Nodes), over.Nodes)
 	}
 }
 

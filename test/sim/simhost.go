@@ -1,6 +1,10 @@
-// Package e2e holds the end-to-end scenarios of the update lifecycle and
-// the simulated host they run agents on: an rpm-ostree and reboot double
-// whose state outlives the agent, as a real host's does.
+// Package sim simulates nodes for tests that run the update agent against
+// a real API server: SimHost, an OS and reboot double whose state outlives
+// the agent as a real host's does; SimNode, the real agent run in-process
+// on one; ProcNode, a real `nodeward agent` process on the rpm-ostree
+// double; StartFleet to run many; and Granter, a simple stand-in
+// coordinator for tests where the coordinator is not under test. The
+// scenarios themselves live in test/e2e, test/demo and test/bench.
 package sim
 
 import (

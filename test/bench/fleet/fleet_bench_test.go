@@ -33,6 +33,7 @@ import (
 	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/footprint"
 	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/oracle"
 	"github.com/nodeward/nodeward/test/sim"
 	"github.com/nodeward/nodeward/test/testenv"
 )
@@ -182,7 +183,7 @@ func BenchmarkRollout100Processes(b *testing.B) {
 
 // fleetWatch follows every node with an informer: when each was first
 // seen granted and Done, and the most nodes unavailable at once as an
-// observer counts them (sim.Disrupted).
+// observer counts them (oracle.CordonOrStep).
 type fleetWatch struct {
 	mu              sync.Mutex
 	granted, doneAt map[string]time.Time
@@ -240,7 +241,7 @@ func watchFleet(b *testing.B, cp *cluster.ControlPlane) *fleetWatch {
 		}
 		down := 0
 		for _, o := range w.store.List() {
-			if sim.Disrupted(o.(*corev1.Node)) {
+			if oracle.CordonOrStep.Counts(o.(*corev1.Node)) {
 				down++
 			}
 		}

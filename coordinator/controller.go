@@ -27,8 +27,8 @@ import (
 	"github.com/nodeward/nodeward/silence"
 )
 
-// Options configure a Controller.
-type Options struct {
+// Config configures a Controller.
+type Config struct {
 	Client  *kube.Client
 	Dynamic dynamic.Interface
 	Log     *slog.Logger
@@ -59,8 +59,8 @@ type Options struct {
 	// Silences keeps pools' Alertmanager silences; a default keeper when
 	// nil.
 	Silences *silence.Keeper
-	// Health, when set, receives the state /readyz and /healthz report.
-	Health *Health
+	// Progress, when set, receives the state /readyz and /healthz report.
+	Progress *Progress
 	// SyncWarningInterval is how long the caches may stay unsynced (or
 	// the leader Lease unreachable) before a warning naming the API server
 	// and the error; warnings repeat with backoff up to 5 minutes apart.
@@ -77,7 +77,7 @@ type Options struct {
 
 // Controller grants update slots. Run it only while holding leadership.
 type Controller struct {
-	opts   Options
+	opts   Config
 	stall  *kube.StallWarner
 	queue  workqueue.TypedRateLimitingInterface[string]
 	nodes  cache.SharedIndexInformer
@@ -106,7 +106,7 @@ type Controller struct {
 }
 
 // New builds a controller; Run starts it.
-func New(opts Options) *Controller {
+func New(opts Config) *Controller {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -252,9 +252,9 @@ func (c *Controller) enqueuePools() {
 // Run syncs the caches from a fresh list (so a new leader sees every grant
 // its predecessor wrote), then reconciles until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
-	health := c.opts.Health
-	health.runStarted(c.opts.Resync)
-	defer health.runStopped()
+	progress := c.opts.Progress
+	progress.runStarted(c.opts.Resync)
+	defer progress.runStopped()
 	defer c.queue.ShutDown()
 	defer c.stopEvents()
 	defer c.opts.Metrics.stopped()
@@ -267,7 +267,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}) {
 		return fmt.Errorf("sync caches: %w", ctx.Err())
 	}
-	health.cachesSynced()
+	progress.cachesSynced()
 	go c.resyncLoop(ctx)
 	c.enqueuePools()
 	go func() { <-ctx.Done(); c.queue.ShutDown() }()
@@ -286,7 +286,7 @@ func (c *Controller) resyncLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		c.opts.Health.tick()
+		c.opts.Progress.tick()
 		c.enqueuePools()
 		if !c.opts.DisableGuard {
 			gctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
@@ -304,8 +304,8 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
-	c.opts.Health.busy(true)
-	defer c.opts.Health.busy(false)
+	c.opts.Progress.busy(true)
+	defer c.opts.Progress.busy(false)
 	rctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
 	defer cancel()
 	if err := c.reconcile(rctx, key); err != nil {

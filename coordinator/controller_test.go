@@ -167,7 +167,7 @@ func watchInvariant(ctx context.Context, t *testing.T, cp *cluster.ControlPlane,
 }
 
 func runCoordinator(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, dyn dynamic.Interface, suite string) {
-	c := coordinator.New(coordinator.Options{Client: cp.Kube(), Dynamic: dyn, Resync: time.Second,
+	c := coordinator.New(coordinator.Config{Client: cp.Kube(), Dynamic: dyn, Resync: time.Second,
 		PoolLabelSelector: suiteLabel + "=" + suite, DisableGuard: true,
 		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	go func() {

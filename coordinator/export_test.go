@@ -4,8 +4,8 @@ import (
 	"github.com/nodeward/nodeward/api/v1alpha1"
 )
 
-// SetTestHooks installs the reconcile hooks of Options (see there).
-func SetTestHooks(o *Options, betweenReads func(*v1alpha1.UpdatePool), planned func(pool string, unavailable map[string]string)) {
+// SetTestHooks installs the reconcile hooks of Config (see there).
+func SetTestHooks(o *Config, betweenReads func(*v1alpha1.UpdatePool), planned func(pool string, unavailable map[string]string)) {
 	o.betweenReads, o.planned = betweenReads, planned
 }
 

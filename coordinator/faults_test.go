@@ -210,7 +210,7 @@ func TestLostGrantWritesAreSettledFromTheAPI(t *testing.T) {
 	var offset atomic.Int64
 	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	f := &faultyTransport{faults: []string{"lost", "answer-lost"}}
-	c := coordinator.New(coordinator.Options{Client: faultyClient(t, cp, f), Dynamic: dyn, Resync: time.Second, Now: clock,
+	c := coordinator.New(coordinator.Config{Client: faultyClient(t, cp, f), Dynamic: dyn, Resync: time.Second, Now: clock,
 		PoolLabelSelector: suiteLabel + "=" + prefix, DisableGuard: true,
 		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	go func() { _ = c.Run(ctx) }()
@@ -251,7 +251,7 @@ func TestNodeEventBetweenTheReadsNeverHidesAGrant(t *testing.T) {
 	var c *coordinator.Controller
 	var raced string // the node whose event came in between, this reconcile
 	var checked atomic.Int32
-	opts := coordinator.Options{Client: faultyClient(t, cp, f), Dynamic: dyn, Resync: time.Second,
+	opts := coordinator.Config{Client: faultyClient(t, cp, f), Dynamic: dyn, Resync: time.Second,
 		PoolLabelSelector: suiteLabel + "=" + prefix, DisableGuard: true,
 		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	coordinator.SetTestHooks(&opts, func(*v1alpha1.UpdatePool) {
@@ -307,7 +307,7 @@ func TestStalePoolCacheNeverGrantsPastALoweredLimit(t *testing.T) {
 	r := newRig(t, prefix, 4, 1)
 	cp, dyn, nodes, ctx, agents := r.cp, r.dyn, r.nodes, r.ctx, r.agents
 	var lowered atomic.Bool
-	opts := coordinator.Options{Client: cp.Kube(), Dynamic: dyn, Resync: time.Second,
+	opts := coordinator.Config{Client: cp.Kube(), Dynamic: dyn, Resync: time.Second,
 		PoolLabelSelector: suiteLabel + "=" + prefix, DisableGuard: true,
 		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	coordinator.SetTestHooks(&opts, func(pool *v1alpha1.UpdatePool) {

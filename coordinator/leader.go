@@ -19,8 +19,8 @@ import (
 // a leader on; RBAC limits the coordinator's Lease updates to this name.
 const LeaderLeaseName = "nodeward-coordinator"
 
-// LeaderOptions configure leader election.
-type LeaderOptions struct {
+// LeaderConfig configure leader election.
+type LeaderConfig struct {
 	Namespace string
 	Identity  string
 	// LeaseDuration, RenewDeadline and RetryPeriod as in client-go; zero
@@ -28,7 +28,7 @@ type LeaderOptions struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// SyncWarningInterval: how long the Lease may stay unreachable (API
 	// errors, not another holder) before a warning; it repeats with
-	// backoff. Options.SyncWarningInterval, then kube.DefaultStallInterval,
+	// backoff. Config.SyncWarningInterval, then kube.DefaultStallInterval,
 	// when zero.
 	SyncWarningInterval time.Duration
 }
@@ -38,11 +38,11 @@ type LeaderOptions struct {
 // its caches from a fresh list, so it sees every grant its predecessor
 // wrote before it grants anything. It returns when leadership is lost (nil)
 // or ctx ends (ctx's error).
-func RunWithLeaderElection(ctx context.Context, opts Options, le LeaderOptions) error {
+func RunWithLeaderElection(ctx context.Context, opts Config, le LeaderConfig) error {
 	if le.SyncWarningInterval == 0 {
 		le.SyncWarningInterval = opts.SyncWarningInterval
 	}
-	return runLeading(ctx, opts.Client, le, opts.Log, opts.Health, func(ctx context.Context) {
+	return runLeading(ctx, opts.Client, le, opts.Log, opts.Progress, func(ctx context.Context) {
 		if err := New(opts).Run(ctx); err != nil && opts.Log != nil {
 			opts.Log.Error("coordinator stopped", "err", err)
 		}
@@ -64,12 +64,12 @@ func RunWithLeaderElection(ctx context.Context, opts Options, le LeaderOptions) 
 // renew within RenewDeadline stops leading, well before the others may
 // take over; and a leader that shuts down releases the Lease, after lead
 // has returned.
-func RunLeading(ctx context.Context, client *kube.Client, le LeaderOptions, log *slog.Logger, lead func(context.Context)) error {
+func RunLeading(ctx context.Context, client *kube.Client, le LeaderConfig, log *slog.Logger, lead func(context.Context)) error {
 	return runLeading(ctx, client, le, log, nil, lead)
 }
 
-// runLeading is RunLeading reporting to health (nil: nowhere).
-func runLeading(ctx context.Context, client *kube.Client, le LeaderOptions, log *slog.Logger, health *Health,
+// runLeading is RunLeading reporting to progress (nil: nowhere).
+func runLeading(ctx context.Context, client *kube.Client, le LeaderConfig, log *slog.Logger, progress *Progress,
 	lead func(context.Context)) error {
 	if le.LeaseDuration == 0 {
 		le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = 15*time.Second, 10*time.Second, 2*time.Second
@@ -81,11 +81,11 @@ func runLeading(ctx context.Context, client *kube.Client, le LeaderOptions, log 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &elector{opts: le, leases: client.Leases(le.Namespace), health: health,
+	e := &elector{opts: le, leases: client.Leases(le.Namespace), progress: progress,
 		stall: &kube.StallWarner{Log: log, Server: client.Host(), What: "leader Lease " + le.Namespace + "/" + LeaderLeaseName,
 			Interval: le.SyncWarningInterval}}
-	health.electionStarted(le.LeaseDuration)
-	defer health.electionStopped()
+	progress.electionStarted(le.LeaseDuration)
+	defer progress.electionStopped()
 	if !e.acquire(ctx) {
 		return ctx.Err()
 	}
@@ -116,13 +116,13 @@ func runLeading(ctx context.Context, client *kube.Client, le LeaderOptions, log 
 
 // elector is one replica's view of the leader Lease.
 type elector struct {
-	opts   LeaderOptions
+	opts   LeaderConfig
 	leases *kube.LeaseClient
 	// observed is the Lease as last read or written, and observedAt when
 	// this replica saw it change: expiry is judged on the local clock.
 	observed   *coordinationv1.Lease
 	observedAt time.Time
-	health     *Health
+	progress   *Progress
 	// stall warns while the Lease cannot be read; lastErr is the last
 	// read's error.
 	stall   *kube.StallWarner
@@ -184,7 +184,7 @@ func (e *elector) renew(ctx context.Context, stop <-chan struct{}) bool {
 // tryAcquireOrRenew creates, takes over or renews the Lease; false when
 // someone else holds it or the write lost a race.
 func (e *elector) tryAcquireOrRenew(ctx context.Context) bool {
-	defer e.health.electionAttempted()
+	defer e.progress.electionAttempted()
 	now := metav1.NewMicroTime(time.Now())
 	spec := coordinationv1.LeaseSpec{
 		HolderIdentity:       ptr.To(e.opts.Identity),

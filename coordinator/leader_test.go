@@ -30,8 +30,8 @@ func newLeadership(t *testing.T) *leadership {
 
 // leaderOptions are timings short enough for tests, in client-go's
 // proportions, for identity id on the Lease in namespace ns.
-func leaderOptions(ns, id string) coordinator.LeaderOptions {
-	return coordinator.LeaderOptions{Namespace: ns, Identity: id,
+func leaderOptions(ns, id string) coordinator.LeaderConfig {
+	return coordinator.LeaderConfig{Namespace: ns, Identity: id,
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond}
 }
 
@@ -206,7 +206,7 @@ func TestLeaderElectionStepsDownWhenItCannotRenew(t *testing.T) {
 func TestLeaderElectionRefusesInconsistentTimings(t *testing.T) {
 	t.Parallel()
 	cp, _ := setup(t)
-	bad := coordinator.LeaderOptions{Namespace: "x", Identity: "a", LeaseDuration: 2 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: time.Second}
+	bad := coordinator.LeaderConfig{Namespace: "x", Identity: "a", LeaseDuration: 2 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: time.Second}
 	err := coordinator.RunLeading(context.Background(), cp.Kube(), bad, nil, func(context.Context) { t.Error("led") })
 	if err == nil {
 		t.Fatal("renew deadline above the lease duration accepted")

@@ -87,8 +87,8 @@ func TestReadyzAndHealthzFollowLeadershipAndLoops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var offsetA atomic.Int64
-	healthA := coordinator.NewHealth(func() time.Time { return time.Now().Add(time.Duration(offsetA.Load())) })
-	healthB := coordinator.NewHealth(nil)
+	healthA := coordinator.NewProgress(func() time.Time { return time.Now().Add(time.Duration(offsetA.Load())) })
+	healthB := coordinator.NewProgress(nil)
 	code := func(serve http.HandlerFunc) int {
 		rec := httptest.NewRecorder()
 		serve(rec, httptest.NewRequest(http.MethodGet, "/", nil))
@@ -97,10 +97,10 @@ func TestReadyzAndHealthzFollowLeadershipAndLoops(t *testing.T) {
 	if code(healthA.ServeReadyz) != http.StatusServiceUnavailable {
 		t.Errorf("/readyz before the coordinator runs: %d, want 503", code(healthA.ServeReadyz))
 	}
-	start := func(id string, h *coordinator.Health) context.CancelFunc {
+	start := func(id string, h *coordinator.Progress) context.CancelFunc {
 		cctx, stop := context.WithCancel(ctx)
 		// A resync of an hour: the test moves the clock, not the ticker.
-		opts := coordinator.Options{Client: cp.Kube(), Dynamic: dyn, Resync: time.Hour, Health: h, DisableGuard: true,
+		opts := coordinator.Config{Client: cp.Kube(), Dynamic: dyn, Resync: time.Hour, Progress: h, DisableGuard: true,
 			PoolLabelSelector: suiteLabel + "=health", Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 		go func() { _ = coordinator.RunWithLeaderElection(cctx, opts, leaderOptions(ns, id)) }()
 		return stop
@@ -121,7 +121,7 @@ func TestReadyzAndHealthzFollowLeadershipAndLoops(t *testing.T) {
 	cluster.WaitFor(t, 30*time.Second, "b ready as a standby", func(context.Context) (bool, error) {
 		return healthB.Role() == "standby" && healthB.Ready() == nil, healthB.Ready()
 	})
-	for id, h := range map[string]*coordinator.Health{"a": healthA, "b": healthB} {
+	for id, h := range map[string]*coordinator.Progress{"a": healthA, "b": healthB} {
 		if err := h.Live(); err != nil || code(h.ServeHealthz) != http.StatusOK {
 			t.Errorf("replica %s not live: %v", id, err)
 		}

@@ -158,9 +158,9 @@ func TestLeaderFailoverMidRolloutNeverOverGrants(t *testing.T) {
 	start := func(id string) context.CancelFunc {
 		cctx, stop := context.WithCancel(ctx)
 		go func() {
-			_ = coordinator.RunWithLeaderElection(cctx, coordinator.Options{Client: cp.Kube(), Dynamic: dyn, Resync: time.Second,
+			_ = coordinator.RunWithLeaderElection(cctx, coordinator.Config{Client: cp.Kube(), Dynamic: dyn, Resync: time.Second,
 				PoolLabelSelector: suiteLabel + "=" + prefix, DisableGuard: true},
-				coordinator.LeaderOptions{Namespace: leaderNS, Identity: id,
+				coordinator.LeaderConfig{Namespace: leaderNS, Identity: id,
 					LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond})
 		}()
 		return stop
@@ -262,7 +262,7 @@ func TestGuardIsPublished(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := coordinator.New(coordinator.Options{Client: cp.Kube(), Dynamic: dyn, Resync: 200 * time.Millisecond,
+	c := coordinator.New(coordinator.Config{Client: cp.Kube(), Dynamic: dyn, Resync: 200 * time.Millisecond,
 		PoolLabelSelector: suiteLabel + "=guard"})
 	go func() { _ = c.Run(ctx) }()
 	cluster.WaitFor(t, 30*time.Second, "guard ConfigMap with zones guard-z1 not Allowed and guard-z2 Allowed", func(ctx context.Context) (bool, error) {

@@ -1,22 +1,13 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 
-	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/api/kube/metricsauth"
 	"github.com/nodeward/nodeward/coordinator"
 )
@@ -48,61 +39,28 @@ func newCoordinatorCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			reg := prometheus.NewRegistry()
-			metrics := coordinator.NewMetrics(reg)
-			if err := kube.RegisterRuntimeMetrics(reg, buildInfo()); err != nil {
-				return err
-			}
-			count, err := kube.RequestCounter(reg, "coordinator")
-			if err != nil {
-				return fmt.Errorf("register API request metrics: %w", err)
-			}
-			cfg.Wrap(count)
-			// Every grant costs a few writes (grant, release, Events, a
-			// throttled status); at client-go's default 5 QPS, or even 50,
-			// the client's own rate limiter, not the API server, would set
-			// the pace of a large rollout.
-			cfg.QPS, cfg.Burst = 200, 400
-			client, err := kube.NewForConfig(cfg)
-			if err != nil {
-				return fmt.Errorf("create Kubernetes client: %w", err)
-			}
-			dyn, err := dynamic.NewForConfig(cfg)
-			if err != nil {
-				return fmt.Errorf("create dynamic client: %w", err)
-			}
-			log := g.logger
-			health := coordinator.NewHealth(nil)
-			opts := coordinator.Options{Client: client, Dynamic: dyn, Log: log, Resync: resync,
-				Metrics: metrics, PoolLabelSelector: poolSelector, Health: health,
-				SyncWarningInterval: syncWarn}
 			auth, err := metricsAuth.config()
 			if err != nil {
 				return err
 			}
-			if err := serveMetrics(metricsAddr, auth, cfg, reg, health, log); err != nil {
+			pc := coordinator.ProcessConfig{RestConfig: cfg, Log: g.logger, BuildInfo: buildInfo(), Resync: resync,
+				PoolLabelSelector: poolSelector, SyncWarningInterval: syncWarn, MetricsAddress: metricsAddr, MetricsAuth: auth}
+			if leaderElect {
+				if !cmd.Flags().Changed("leader-election-namespace") && cmd.Flags().Changed("namespace") {
+					leaderNS = conn.overrides.Context.Namespace
+				}
+				// Unique per process, as the kube-controller-manager's: two
+				// replicas on one host, or a restarted one, never share a
+				// leadership.
+				host, _ := os.Hostname()
+				pc.Leader = &coordinator.LeaderConfig{Namespace: leaderNS, Identity: host + "_" + uuid.NewString(),
+					LeaseDuration: leaseDuration, RenewDeadline: leaseDuration * 2 / 3, RetryPeriod: leaseDuration / 7}
+			}
+			process, err := coordinator.NewProcess(pc)
+			if err != nil {
 				return err
 			}
-			if !cmd.Flags().Changed("leader-election-namespace") && cmd.Flags().Changed("namespace") {
-				leaderNS = conn.overrides.Context.Namespace
-			}
-			ctx := cmd.Context()
-			if !leaderElect {
-				return coordinator.New(opts).Run(ctx)
-			}
-			// Unique per process, as the kube-controller-manager's: two
-			// replicas on one host, or a restarted one, never share a
-			// leadership.
-			host, _ := os.Hostname()
-			identity := host + "_" + uuid.NewString()
-			err = coordinator.RunWithLeaderElection(ctx, opts, coordinator.LeaderOptions{
-				Namespace: leaderNS, Identity: identity, LeaseDuration: leaseDuration,
-				RenewDeadline: leaseDuration * 2 / 3, RetryPeriod: leaseDuration / 7,
-			})
-			if errors.Is(err, ctx.Err()) {
-				return nil
-			}
-			return err
+			return process.Run(cmd.Context())
 		},
 	}
 	conn.register(cmd, true)
@@ -116,35 +74,4 @@ func newCoordinatorCommand(g *globals) *cobra.Command {
 	registerSyncWarning(cmd, &syncWarn)
 	f.DurationVar(&resync, "resync", 5*time.Second, "re-plan every pool this often (agent Lease expiry, maintenance windows)")
 	return cmd
-}
-
-// serveMetrics serves /metrics (behind --metrics-auth), /readyz (a standby
-// waiting for the Lease, or a leader with synced caches) and /healthz
-// (election attempts, the resync ticker and reconciles make progress); the
-// probes need no token. Reviews go through rc, the coordinator's counted
-// client configuration.
-func serveMetrics(addr string, auth metricsauth.Config, rc *rest.Config, reg *prometheus.Registry, health *coordinator.Health, log *slog.Logger) error {
-	if addr == "" {
-		return nil
-	}
-	endpoint, err := metricsauth.Setup(auth, rc, log)
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("--metrics-address %s: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", endpoint.Protect(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-	mux.HandleFunc("/readyz", health.ServeReadyz)
-	mux.HandleFunc("/healthz", health.ServeHealthz)
-	log.Info("serving metrics and health", "address", ln.Addr().String(), "scheme", endpoint.Scheme())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(endpoint.Listener(ln)); err != nil {
-			log.Error("metrics server stopped", "err", err)
-		}
-	}()
-	return nil
 }

@@ -54,7 +54,7 @@ func runCoordinatorLogged(t *testing.T, cp *cluster.ControlPlane, dyn dynamic.In
 	ctx, cancel := context.WithCancel(context.Background())
 	// Other tests of the package run their own coordinators on their own
 	// pools: each selects only its pool.
-	c := coordinator.New(coordinator.Options{Client: cp.Kube(), Dynamic: dyn, Resync: time.Second,
+	c := coordinator.New(coordinator.Config{Client: cp.Kube(), Dynamic: dyn, Resync: time.Second,
 		PoolLabelSelector: poolLabel + "=" + name, Log: slog.New(slog.NewTextHandler(logs, nil))})
 	done := make(chan struct{})
 	go func() {

@@ -12,7 +12,7 @@ import (
 )
 
 // expectationTimeout is how long a grant write whose answer was lost
-// counts before the API decides (coordinator.Options.ExpectationTimeout).
+// counts before the API decides (coordinator.Config.ExpectationTimeout).
 const expectationTimeout = 30 * time.Second
 
 // coordinatorModel is the leader: the real planning code (coordinator.

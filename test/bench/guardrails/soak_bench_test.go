@@ -80,7 +80,7 @@ func rollout(b *testing.B, count, maxUnavailable int, soak string) time.Duration
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c := coordinator.New(coordinator.Options{Client: cp.Kube(), Dynamic: dyn, Log: log, DisableGuard: true,
+	c := coordinator.New(coordinator.Config{Client: cp.Kube(), Dynamic: dyn, Log: log, DisableGuard: true,
 		PoolLabelSelector: "bench=" + prefix})
 	wg.Go(func() { _ = c.Run(ctx) })
 	pool := &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix, Labels: map[string]string{"bench": prefix}},

@@ -11,9 +11,12 @@ import (
 // reconcileTimeout bounds one reconcile of a pool.
 const reconcileTimeout = time.Minute
 
-// Health is what a coordinator replica reports on /readyz and /healthz.
-// Pass one in Options.Health; its methods are safe on a nil *Health.
-type Health struct {
+// Progress is what a coordinator replica reports on /readyz and /healthz:
+// its role, whether its caches synced, and whether elections, the resync
+// ticker and reconciles make progress. (Named apart from the nodes' health,
+// which the agents report.)
+// Pass one in Config.Progress; its methods are safe on a nil *Progress.
+type Progress struct {
 	now func() time.Time
 
 	mu            sync.Mutex
@@ -29,17 +32,17 @@ type Health struct {
 	stopped       bool
 }
 
-// NewHealth returns a Health on clock now (time.Now when nil).
-func NewHealth(now func() time.Time) *Health {
+// NewProgress returns a Progress on clock now (time.Now when nil).
+func NewProgress(now func() time.Time) *Progress {
 	if now == nil {
 		now = time.Now
 	}
-	return &Health{now: now}
+	return &Progress{now: now}
 }
 
 // Role names the replica's part: "not started", "standby", "leader
 // (caches not synced)", "leader" or "stopped".
-func (h *Health) Role() string {
+func (h *Progress) Role() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -58,7 +61,7 @@ func (h *Health) Role() string {
 // Ready is nil when the replica does its part: a standby waits for the
 // leader Lease, a leader (or a coordinator without election) has synced its
 // caches. It is an error before either, and once the coordinator stopped.
-func (h *Health) Ready() error {
+func (h *Progress) Ready() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -75,7 +78,7 @@ func (h *Health) Ready() error {
 // Live is nil while the loops make progress: election attempts complete
 // (each is bounded by the renew deadline or the retry period), the resync
 // ticker of a leader ticks, and no reconcile runs past its deadline.
-func (h *Health) Live() error {
+func (h *Progress) Live() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := h.now()
@@ -99,12 +102,12 @@ func (h *Health) Live() error {
 }
 
 // ServeReadyz answers /readyz from Ready, naming the Role.
-func (h *Health) ServeReadyz(w http.ResponseWriter, _ *http.Request) { h.serve(w, h.Ready()) }
+func (h *Progress) ServeReadyz(w http.ResponseWriter, _ *http.Request) { h.serve(w, h.Ready()) }
 
 // ServeHealthz answers /healthz from Live, naming the Role.
-func (h *Health) ServeHealthz(w http.ResponseWriter, _ *http.Request) { h.serve(w, h.Live()) }
+func (h *Progress) ServeHealthz(w http.ResponseWriter, _ *http.Request) { h.serve(w, h.Live()) }
 
-func (h *Health) serve(w http.ResponseWriter, err error) {
+func (h *Progress) serve(w http.ResponseWriter, err error) {
 	if err != nil {
 		http.Error(w, h.Role()+": "+err.Error(), http.StatusServiceUnavailable)
 		return
@@ -112,7 +115,7 @@ func (h *Health) serve(w http.ResponseWriter, err error) {
 	_, _ = w.Write([]byte("ok: " + h.Role() + "\n"))
 }
 
-func (h *Health) update(f func(h *Health)) {
+func (h *Progress) update(f func(h *Progress)) {
 	if h == nil {
 		return
 	}
@@ -121,32 +124,32 @@ func (h *Health) update(f func(h *Health)) {
 	f(h)
 }
 
-func (h *Health) electionStarted(leaseDuration time.Duration) {
-	h.update(func(h *Health) {
+func (h *Progress) electionStarted(leaseDuration time.Duration) {
+	h.update(func(h *Progress) {
 		h.electing, h.stopped, h.leaseDuration, h.attempted = true, false, leaseDuration, h.now()
 	})
 }
 
-func (h *Health) electionAttempted() { h.update(func(h *Health) { h.attempted = h.now() }) }
+func (h *Progress) electionAttempted() { h.update(func(h *Progress) { h.attempted = h.now() }) }
 
-func (h *Health) electionStopped() {
-	h.update(func(h *Health) { h.electing, h.stopped = false, true })
+func (h *Progress) electionStopped() {
+	h.update(func(h *Progress) { h.electing, h.stopped = false, true })
 }
 
-func (h *Health) runStarted(resync time.Duration) {
-	h.update(func(h *Health) {
+func (h *Progress) runStarted(resync time.Duration) {
+	h.update(func(h *Progress) {
 		h.leading, h.synced, h.stopped, h.resync, h.leadingSince = true, false, false, resync, h.now()
 	})
 }
 
-func (h *Health) cachesSynced() {
-	h.update(func(h *Health) { h.synced, h.ticked = true, h.now() })
+func (h *Progress) cachesSynced() {
+	h.update(func(h *Progress) { h.synced, h.ticked = true, h.now() })
 }
 
-func (h *Health) tick() { h.update(func(h *Health) { h.ticked = h.now() }) }
+func (h *Progress) tick() { h.update(func(h *Progress) { h.ticked = h.now() }) }
 
-func (h *Health) busy(on bool) {
-	h.update(func(h *Health) {
+func (h *Progress) busy(on bool) {
+	h.update(func(h *Progress) {
 		h.busySince = time.Time{}
 		if on {
 			h.busySince = h.now()
@@ -156,8 +159,8 @@ func (h *Health) busy(on bool) {
 
 // runStopped marks the end of a Controller's Run; without election the
 // coordinator is then stopped.
-func (h *Health) runStopped() {
-	h.update(func(h *Health) {
+func (h *Progress) runStopped() {
+	h.update(func(h *Progress) {
 		h.leading, h.synced, h.busySince = false, false, time.Time{}
 		h.stopped = h.stopped || !h.electing
 	})

@@ -2,35 +2,15 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/api/v1alpha1"
 )
-
-// writeTimeout bounds each node write and each check of the API.
-const writeTimeout = 10 * time.Second
-
-// errStale marks a write refused because the node changed since the plan
-// read it: the node's event re-plans the pool; no backoff, no alarm.
-var errStale = errors.New("node changed since it was planned")
-
-// staleError is the API server's conflict, which is errStale.
-type staleError struct{ err error }
-
-func (e staleError) Error() string        { return errStale.Error() + ": " + e.err.Error() }
-func (e staleError) Unwrap() error        { return e.err }
-func (e staleError) Is(target error) bool { return target == errStale }
 
 // apply writes a plan: the stale targets, then the grants, then the
 // releases. A node whose write fails does not stop the others: its error
@@ -97,29 +77,6 @@ func planned(plan *poolPlan, nodes []nodeView) map[string]nodeView {
 		}
 	}
 	return views
-}
-
-// patchNode merge-patches node's annotations, conditional on rv when set:
-// a node changed since is errStale.
-func patchNode(ctx context.Context, client *kube.Client, node, rv string, set map[string]*string) error {
-	meta := map[string]any{"annotations": set}
-	if rv != "" {
-		meta["resourceVersion"] = rv
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": meta})
-	if err != nil {
-		return fmt.Errorf("encode annotations for node %s: %w", node, err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
-	defer cancel()
-	_, err = client.Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{})
-	switch {
-	case apierrors.IsConflict(err):
-		return fmt.Errorf("patch annotations of node %s: %w", node, staleError{err})
-	case err != nil:
-		return fmt.Errorf("patch annotations of node %s: %w", node, err)
-	}
-	return nil
 }
 
 // applySoaks writes soak-until on the nodes whose soak starts now.

@@ -2,21 +2,15 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -107,6 +101,34 @@ type Controller struct {
 
 // New builds a controller; Run starts it.
 func New(opts Config) *Controller {
+	opts = opts.withDefaults()
+	// Plain informers rather than client-go's informer factory, whose
+	// ForResource links the informers and listers of every API group.
+	stall := &kube.StallWarner{Log: opts.Log, Server: opts.Client.Host(), What: "coordinator caches",
+		Interval: opts.SyncWarningInterval}
+	c := &Controller{
+		opts:       opts,
+		stall:      stall,
+		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		nodes:      nodeInformer(opts, stall),
+		leases:     leaseInformer(opts, stall),
+		pools:      poolInformer(opts, stall),
+		index:      newNodeIndex(),
+		backoff:    newWriteBackoff(),
+		guardrails: newGuardrailMemory(),
+		statusPace: newStatusPace(),
+		views:      newViewCache(),
+	}
+	c.expectations = newExpectations(opts.Client, opts.Log, c.index.node, opts.ExpectationTimeout)
+	c.events = opts.Client.NewRecorder(context.Background(), corev1.EventSource{Component: "nodeward-coordinator"},
+		kube.RecorderOptions{Log: opts.Log})
+	c.stopEvents = func() { c.events.Shutdown(kube.RecorderFlushTimeout) }
+	c.addHandlers()
+	return c
+}
+
+// withDefaults fills the zero fields of a Config.
+func (opts Config) withDefaults() Config {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -131,122 +153,7 @@ func New(opts Config) *Controller {
 	if opts.Silences == nil {
 		opts.Silences = silence.NewKeeper(nil, opts.Now)
 	}
-	// Plain informers rather than client-go's informer factory, whose
-	// ForResource links the informers and listers of every API group.
-	stall := &kube.StallWarner{Log: opts.Log, Server: opts.Client.Host(), What: "coordinator caches",
-		Interval: opts.SyncWarningInterval}
-	nodes := cache.NewSharedIndexInformer(stall.ListerWatcher(
-		cache.NewListWatchFromClient(opts.Client.CoreREST(), "nodes", metav1.NamespaceAll, fields.Everything())),
-		&corev1.Node{}, 0, cache.Indexers{})
-	leases := cache.NewSharedIndexInformer(stall.ListerWatcher(
-		cache.NewListWatchFromClient(opts.Client.CoordinationREST(), "leases", v1alpha1.AgentLeaseNamespace, fields.Everything())),
-		&coordinationv1.Lease{}, 0, cache.Indexers{})
-	// The pools' informer is a plain one on the dynamic client too: the
-	// dynamic informer factory imports the typed informers of every group.
-	poolAPI := opts.Dynamic.Resource(v1alpha1.UpdatePoolResource())
-	pools := cache.NewSharedIndexInformer(stall.ListerWatcher(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = opts.PoolLabelSelector
-			return poolAPI.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = opts.PoolLabelSelector
-			return poolAPI.Watch(ctx, o)
-		},
-	}), &unstructured.Unstructured{}, 0, cache.Indexers{})
-	// What the coordinator never reads is dropped before it is cached
-	// (trim.go). SetTransform fails only on an informer already started,
-	// and these two start in Run.
-	_ = nodes.SetTransform(trimNode)
-	_ = leases.SetTransform(trimLease)
-	c := &Controller{
-		opts:       opts,
-		stall:      stall,
-		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
-		nodes:      nodes,
-		leases:     leases,
-		pools:      pools,
-		backoff:    newWriteBackoff(),
-		guardrails: newGuardrailMemory(),
-		statusPace: newStatusPace(),
-		views:      newViewCache(),
-	}
-	c.events = opts.Client.NewRecorder(context.Background(), corev1.EventSource{Component: "nodeward-coordinator"},
-		kube.RecorderOptions{Log: opts.Log})
-	c.stopEvents = func() { c.events.Shutdown(kube.RecorderFlushTimeout) }
-	enqueueAll := func(any) { c.enqueuePools() }
-	// An update re-plans only when it can change a plan. At 10,000 nodes
-	// the agents renew 125 Leases a second and a pass takes 4.4 ms in
-	// BenchmarkPlanPass, several times that in the running process
-	// (docs/benchmarks.md):
-	// re-planning on each renewal, or on the pool
-	// status this controller writes every second, would keep the one
-	// worker busy and delay the grant after a slot frees.
-	c.index = newNodeIndex()
-	c.expectations = newExpectations(opts.Client, opts.Log, c.index.node, opts.ExpectationTimeout)
-	// AddEventHandler fails only on a stopped informer; these have not
-	// started. The index's Node handler checks expectations and enqueues
-	// after it updates the index (nodeIndex: ordering).
-	nodeReg, _ := c.nodes.AddEventHandler(c.index.nodeHandler(c.onNode))
-	leaseReg, _ := c.leases.AddEventHandler(c.index.leaseHandler(func(old, cur *coordinationv1.Lease) {
-		if old == nil || cur == nil || leaseLivenessChange(old, cur, c.opts.Now()) {
-			c.enqueuePools()
-		}
-	}))
-	c.indexSynced = []cache.InformerSynced{nodeReg.HasSynced, leaseReg.HasSynced}
-	_, _ = c.pools.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueueAll,
-		UpdateFunc: func(o, n any) {
-			if poolPlanChange(o, n) {
-				c.enqueuePools()
-			}
-		},
-		DeleteFunc: enqueueAll,
-	})
-	return c
-}
-
-// leaseLivenessChange reports whether a Lease update changes whether its
-// agent counts as alive now. A renewal of a live Lease does not; a Lease
-// that expires without an update is caught by the resync.
-func leaseLivenessChange(old, cur *coordinationv1.Lease, now time.Time) bool {
-	return leaseAlive(old, now) != leaseAlive(cur, now)
-}
-
-// poolPlanChange reports whether a pool update can change its plan: its
-// spec (generation), labels (the coordinator's pool selector), annotations
-// (a halt, an acknowledgement) or deletion; a status write cannot.
-func poolPlanChange(oldObj, newObj any) bool {
-	o, ok1 := oldObj.(*unstructured.Unstructured)
-	n, ok2 := newObj.(*unstructured.Unstructured)
-	return !ok1 || !ok2 || o.GetUID() != n.GetUID() || o.GetGeneration() != n.GetGeneration() ||
-		!maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
-		(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil)
-}
-
-// onNode runs for each node event once the index holds it: it checks the
-// expectation the event may satisfy, then re-plans the pools unless the
-// event is an update that cannot change a plan (the coordinator's own
-// annotation writes and status heartbeats cannot, and skipping them keeps
-// the queue free for the events that free a slot). Every pool is
-// enqueued: the queue folds duplicates, and a pool's plan is linear in the
-// nodes, so an event costs O(pools + nodes), never O(N²).
-func (c *Controller) onNode(old, cur *corev1.Node) {
-	if cur != nil {
-		c.expectations.observe(cur.Name)
-	} else {
-		c.expectations.observe(old.Name)
-	}
-	if old != nil && cur != nil && !planRelevantChange(old, cur) {
-		return
-	}
-	c.enqueuePools()
-}
-
-func (c *Controller) enqueuePools() {
-	for _, key := range c.pools.GetStore().ListKeys() {
-		c.queue.Add(key)
-	}
+	return opts
 }
 
 // Run syncs the caches from a fresh list (so a new leader sees every grant
@@ -334,18 +241,6 @@ func onlyStale(err error) bool {
 	return errors.Is(err, errStale)
 }
 
-func (c *Controller) pool(key string) (*v1alpha1.UpdatePool, error) {
-	obj, exists, err := c.pools.GetStore().GetByKey(key)
-	if err != nil || !exists {
-		return nil, err
-	}
-	var pool v1alpha1.UpdatePool
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.(*unstructured.Unstructured).Object, &pool); err != nil {
-		return nil, fmt.Errorf("decode UpdatePool %s: %w", key, err)
-	}
-	return &pool, nil
-}
-
 func (c *Controller) reconcile(ctx context.Context, key string) error {
 	pool, err := c.pool(key)
 	if err != nil {
@@ -388,18 +283,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		return c.persistHalt(ctx, pool, plan.gateHalt)
 	}
 	c.syncSilences(ctx, pool, plan, now)
-	var errs []error
-	for _, n := range silent {
-		marked, err := markHealthUnknown(ctx, c.opts.Client, n, now)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if marked {
-			c.events.Event(nodeRef(n.Name), corev1.EventTypeWarning, "AgentSilent",
-				"nodeward agent stopped renewing its liveness Lease; its health conditions are now Unknown and the node is not granted")
-		}
-	}
+	errs := c.markSilent(ctx, silent, now)
 	errs = append(errs, c.apply(ctx, pool, plan, in))
 	c.opts.Metrics.observe(pool.Name, plan)
 	if pool.Spec.Gates == nil {
@@ -494,32 +378,4 @@ func (c *Controller) maybeWriteStatus(ctx context.Context, key string, pool *v1a
 		c.statusPace.wrote(key, now)
 	}
 	return err
-}
-
-// markHealthUnknown sets the nodeward health conditions of a node whose
-// agent went silent to Unknown, as the node lifecycle controller does for a
-// silent kubelet, so stale health never looks fresh.
-func markHealthUnknown(ctx context.Context, client *kube.Client, node *corev1.Node, now time.Time) (bool, error) {
-	var conds []corev1.NodeCondition
-	for _, cond := range node.Status.Conditions {
-		if v1alpha1.IsHealthCondition(cond.Type) && cond.Status != corev1.ConditionUnknown {
-			conds = append(conds, corev1.NodeCondition{
-				Type: cond.Type, Status: corev1.ConditionUnknown, Reason: "AgentSilent",
-				Message:            "nodeward agent stopped renewing its liveness Lease",
-				LastHeartbeatTime:  metav1.NewTime(now),
-				LastTransitionTime: metav1.NewTime(now),
-			})
-		}
-	}
-	if len(conds) == 0 {
-		return false, nil
-	}
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": conds}})
-	if err != nil {
-		return false, err
-	}
-	if _, err := client.PatchNodeStatus(ctx, node.Name, patch); err != nil {
-		return false, fmt.Errorf("mark health Unknown on silent node %s: %w", node.Name, err)
-	}
-	return true, nil
 }

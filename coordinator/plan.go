@@ -1,70 +1,13 @@
 package coordinator
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"math"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/intstr"
-
 	"github.com/nodeward/nodeward/api/v1alpha1"
 )
-
-// ConfigName names a pool's target: a short hash of image and kernel
-// arguments, so that any change to either is a new rollout.
-func ConfigName(spec v1alpha1.UpdatePoolSpec) string {
-	h := sha256.New()
-	h.Write([]byte(spec.OSImage))
-	for _, k := range spec.KernelArguments {
-		h.Write([]byte{0})
-		h.Write([]byte(k))
-	}
-	return "nodeward-" + hex.EncodeToString(h.Sum(nil))[:12]
-}
-
-// MaxUnavailable resolves the pool's budget over n nodes: an integer as is,
-// a percentage rounded down but at least 1 ("0%" is 0: no grants), and
-// never above 1 for the control-plane pool.
-func MaxUnavailable(spec v1alpha1.UpdatePoolSpec, n int) (int, error) {
-	limit := 1
-	if mu := spec.MaxUnavailable; mu != nil {
-		switch mu.Type {
-		case intstr.Int:
-			if mu.IntVal < 0 {
-				return 0, fmt.Errorf("maxUnavailable %d: must not be negative", mu.IntVal)
-			}
-			limit = int(mu.IntVal)
-		case intstr.String:
-			p, ok := percent(mu.StrVal)
-			if !ok {
-				return 0, fmt.Errorf("maxUnavailable %q: want an integer or a percentage from 0%% to 100%%", mu.StrVal)
-			}
-			limit = 0
-			if p > 0 {
-				limit = max(1, int(math.Floor(float64(n)*float64(p)/100)))
-			}
-		}
-	}
-	if spec.ControlPlane {
-		limit = min(limit, 1)
-	}
-	return limit, nil
-}
-
-// percent reads a percentage from 0% to 100% ("25%" is 25).
-func percent(s string) (int, bool) {
-	digits, ok := strings.CutSuffix(s, "%")
-	var p int
-	if _, err := fmt.Sscanf(digits, "%d", &p); !ok || err != nil || p < 0 || p > 100 {
-		return 0, false
-	}
-	return p, true
-}
 
 // planInput is what one reconcile of a pool plans from.
 type planInput struct {
@@ -447,107 +390,4 @@ func releasable(n *nodeView, pool, target string) (release, yielded bool) {
 		return owner && n.grantTarget != target, false
 	}
 	return false, false
-}
-
-// targetsToSet returns the managed nodes whose target annotation is stale,
-// at most as many as the staging budget leaves: maxStaging minus the nodes
-// still downloading the target (live agent, not yet staged, not done or
-// degraded). nil maxStaging is no budget. A frozen node (granted, being
-// granted) keeps the target its grant is for until it is released.
-func targetsToSet(nodes []*nodeView, frozen map[string]bool, target string, maxStaging *int32) []string {
-	if target == "" {
-		return nil
-	}
-	budget, staging := len(nodes), 0
-	for _, n := range nodes {
-		if n.target == target && n.staged != target && !n.updated(target) && !n.degraded(target) && n.leaseOK {
-			staging++
-		}
-	}
-	if maxStaging != nil {
-		budget = int(*maxStaging) - staging
-	}
-	var stale []*nodeView
-	for _, n := range nodes {
-		if n.target != target && !frozen[n.name] {
-			stale = append(stale, n)
-		}
-	}
-	// The order pickGrants grants in (zone, then queue position), so that
-	// the first nodes to stage are the first to be granted.
-	sort.Slice(stale, func(i, j int) bool {
-		if a, b := stale[i], stale[j]; a.zone != b.zone {
-			return a.zone < b.zone
-		}
-		return queuedBefore(stale[i], stale[j])
-	})
-	out := make([]string, 0, min(max(budget, 0), len(stale)))
-	for _, n := range stale[:min(max(budget, 0), len(stale))] {
-		out = append(out, n.name)
-	}
-	return out
-}
-
-// pickGrants orders candidates (all of them staged) by queue position and
-// confines concurrent updates to one zone: the zone already updating, else
-// the first zone in name order that has a candidate. It picks at most
-// controlPlane control-plane nodes.
-func pickGrants(candidates []*nodeView, busyZones map[string]bool, free, controlPlane int) []string {
-	if controlPlane == 0 {
-		var workers []*nodeView
-		for _, c := range candidates {
-			if !c.controlPlane {
-				workers = append(workers, c)
-			}
-		}
-		candidates = workers
-	}
-	zone, found := "", false
-	if len(busyZones) > 0 {
-		zones := make([]string, 0, len(busyZones))
-		for z := range busyZones {
-			zones = append(zones, z)
-		}
-		sort.Strings(zones)
-		zone, found = zones[0], true
-	} else {
-		for _, c := range candidates {
-			if !found || c.zone < zone {
-				zone, found = c.zone, true
-			}
-		}
-	}
-	var inZone []*nodeView
-	for _, c := range candidates {
-		if c.zone == zone {
-			inZone = append(inZone, c)
-		}
-	}
-	sort.Slice(inZone, func(i, j int) bool { return queuedBefore(inZone[i], inZone[j]) })
-	out := make([]string, 0, min(free, len(inZone)))
-	for _, c := range inZone {
-		if len(out) == free {
-			break
-		}
-		if c.controlPlane {
-			if controlPlane == 0 {
-				continue
-			}
-			controlPlane--
-		}
-		out = append(out, c.name)
-	}
-	return out
-}
-
-// queuedBefore is the grant queue: nodes that never yielded (or yielded
-// longest ago) first, then the oldest, then by name.
-func queuedBefore(a, b *nodeView) bool {
-	if !a.yieldedAt.Equal(b.yieldedAt) {
-		return a.yieldedAt.Before(b.yieldedAt)
-	}
-	if !a.created.Equal(b.created) {
-		return a.created.Before(b.created)
-	}
-	return a.name < b.name
 }

@@ -1,11 +1,14 @@
 package coordinator
 
 import (
+	"fmt"
 	"iter"
 	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 )
@@ -115,4 +118,16 @@ func controlPlaneDown(n *corev1.Node, matched []poolSelector, pending map[string
 		}
 	}
 	return false, ""
+}
+
+func (c *Controller) pool(key string) (*v1alpha1.UpdatePool, error) {
+	obj, exists, err := c.pools.GetStore().GetByKey(key)
+	if err != nil || !exists {
+		return nil, err
+	}
+	var pool v1alpha1.UpdatePool
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.(*unstructured.Unstructured).Object, &pool); err != nil {
+		return nil, fmt.Errorf("decode UpdatePool %s: %w", key, err)
+	}
+	return &pool, nil
 }

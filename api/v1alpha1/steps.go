@@ -12,27 +12,31 @@ type stepRow struct {
 	// holdsSlot: the node holds a slot of its pool. Every disrupting step
 	// does, and so do the steps between the grant and the cordon.
 	holdsSlot bool
+	// reportsStaged: the target is staged on the node and the agent
+	// reports it in AnnotationStaged. From Rebooting on it is finalized,
+	// booted or rolled back: no longer merely staged.
+	reportsStaged bool
 }
 
 // stepRows has one row per step of AllSteps and is never written.
 var stepRows = map[Step]stepRow{
 	StepIdle:           {},
 	StepStaging:        {},
-	StepStaged:         {},
-	StepGranted:        {holdsSlot: true},
-	StepHooksPreDrain:  {holdsSlot: true},
-	StepCordoning:      {disrupting: true, holdsSlot: true},
-	StepDraining:       {disrupting: true, holdsSlot: true},
-	StepHooksPreReboot: {disrupting: true, holdsSlot: true},
-	StepFinalizing:     {disrupting: true, holdsSlot: true},
+	StepStaged:         {reportsStaged: true},
+	StepGranted:        {holdsSlot: true, reportsStaged: true},
+	StepHooksPreDrain:  {holdsSlot: true, reportsStaged: true},
+	StepCordoning:      {disrupting: true, holdsSlot: true, reportsStaged: true},
+	StepDraining:       {disrupting: true, holdsSlot: true, reportsStaged: true},
+	StepHooksPreReboot: {disrupting: true, holdsSlot: true, reportsStaged: true},
+	StepFinalizing:     {disrupting: true, holdsSlot: true, reportsStaged: true},
 	StepRebooting:      {disrupting: true, holdsSlot: true},
 	StepVerifying:      {disrupting: true, holdsSlot: true},
 	StepWaitingHealthy: {disrupting: true, holdsSlot: true},
 	StepUncordoning:    {disrupting: true, holdsSlot: true},
 	StepDone:           {},
 
-	StepYielding:    {disrupting: true, holdsSlot: true},
-	StepYielded:     {},
+	StepYielding:    {disrupting: true, holdsSlot: true, reportsStaged: true},
+	StepYielded:     {reportsStaged: true},
 	StepRollingBack: {disrupting: true, holdsSlot: true},
 	StepRolledBack:  {disrupting: true, holdsSlot: true},
 	StepDegraded:    {disrupting: true, holdsSlot: true},
@@ -47,3 +51,7 @@ func (s Step) Disrupting() bool { return s.row().disrupting }
 
 // HoldsSlot reports whether a node in step s holds a slot of its pool.
 func (s Step) HoldsSlot() bool { return s.row().holdsSlot }
+
+// ReportsStaged reports whether the agent in step s has the target staged
+// and reports it as such (AnnotationStaged).
+func (s Step) ReportsStaged() bool { return s.row().reportsStaged }

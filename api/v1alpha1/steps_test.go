@@ -58,6 +58,10 @@ func stepAttributes() []stepAttribute {
 		{"Disrupting", Step.Disrupting, disrupting},
 		// Step.HoldsSlot: Granted, HooksPreDrain or Disrupting.
 		{"HoldsSlot", Step.HoldsSlot, append([]Step{StepGranted, StepHooksPreDrain}, disrupting...)},
+		// ReportAnnotations' switch for AnnotationStaged
+		// (daemon/update/protocol.go).
+		{"ReportsStaged", Step.ReportsStaged, []Step{StepStaged, StepGranted, StepHooksPreDrain, StepCordoning,
+			StepDraining, StepHooksPreReboot, StepFinalizing, StepYielding, StepYielded}},
 	}
 }
 

@@ -16,6 +16,10 @@ type stepRow struct {
 	// reports it in AnnotationStaged. From Rebooting on it is finalized,
 	// booted or rolled back: no longer merely staged.
 	reportsStaged bool
+	// critical: the step rewrites which deployment boots; cut in half it
+	// could leave no consistent deployment to boot, so the agent finishes
+	// it even while shutting down.
+	critical bool
 }
 
 // stepRows has one row per step of AllSteps and is never written.
@@ -28,7 +32,7 @@ var stepRows = map[Step]stepRow{
 	StepCordoning:      {disrupting: true, holdsSlot: true, reportsStaged: true},
 	StepDraining:       {disrupting: true, holdsSlot: true, reportsStaged: true},
 	StepHooksPreReboot: {disrupting: true, holdsSlot: true, reportsStaged: true},
-	StepFinalizing:     {disrupting: true, holdsSlot: true, reportsStaged: true},
+	StepFinalizing:     {disrupting: true, holdsSlot: true, reportsStaged: true, critical: true},
 	StepRebooting:      {disrupting: true, holdsSlot: true},
 	StepVerifying:      {disrupting: true, holdsSlot: true},
 	StepWaitingHealthy: {disrupting: true, holdsSlot: true},
@@ -37,7 +41,7 @@ var stepRows = map[Step]stepRow{
 
 	StepYielding:    {disrupting: true, holdsSlot: true, reportsStaged: true},
 	StepYielded:     {reportsStaged: true},
-	StepRollingBack: {disrupting: true, holdsSlot: true},
+	StepRollingBack: {disrupting: true, holdsSlot: true, critical: true},
 	StepRolledBack:  {disrupting: true, holdsSlot: true},
 	StepDegraded:    {disrupting: true, holdsSlot: true},
 }
@@ -55,3 +59,7 @@ func (s Step) HoldsSlot() bool { return s.row().holdsSlot }
 // ReportsStaged reports whether the agent in step s has the target staged
 // and reports it as such (AnnotationStaged).
 func (s Step) ReportsStaged() bool { return s.row().reportsStaged }
+
+// Critical reports whether the action of step s must run to its end once
+// started, through the agent's shutdown: it changes the boot deployment.
+func (s Step) Critical() bool { return s.row().critical }

@@ -62,6 +62,8 @@ func stepAttributes() []stepAttribute {
 		// (daemon/update/protocol.go).
 		{"ReportsStaged", Step.ReportsStaged, []Step{StepStaged, StepGranted, StepHooksPreDrain, StepCordoning,
 			StepDraining, StepHooksPreReboot, StepFinalizing, StepYielding, StepYielded}},
+		// Machine.stepContext's switch (daemon/update/machine.go).
+		{"Critical", Step.Critical, []Step{StepFinalizing, StepRollingBack}},
 	}
 }
 

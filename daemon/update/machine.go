@@ -259,13 +259,12 @@ func (m *Machine) reportError(ctx context.Context, err error) {
 	}
 }
 
-// stepContext is ctx, except for a critical step — finalizing or rolling
-// back the deployment — which the agent's shutdown must not cut in half:
-// it runs on after ctx ends, bounded by CriticalTimeout, and its result is
-// persisted before Run returns.
+// stepContext is ctx, except for a critical step (Step.Critical:
+// finalizing or rolling back the deployment), which the agent's shutdown
+// must not cut in half: it runs on after ctx ends, bounded by
+// CriticalTimeout, and its result is persisted before Run returns.
 func (m *Machine) stepContext(ctx context.Context, step v1alpha1.Step) (context.Context, context.CancelFunc) {
-	switch step {
-	case v1alpha1.StepFinalizing, v1alpha1.StepRollingBack:
+	if step.Critical() {
 		return context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CriticalTimeout)
 	}
 	return ctx, func() {}

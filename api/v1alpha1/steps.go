@@ -20,6 +20,9 @@ type stepRow struct {
 	// could leave no consistent deployment to boot, so the agent finishes
 	// it even while shutting down.
 	critical bool
+	// warning: entering the step means the update failed or is backing
+	// out; it deserves an operator's attention (a Warning event).
+	warning bool
 }
 
 // stepRows has one row per step of AllSteps and is never written.
@@ -39,11 +42,11 @@ var stepRows = map[Step]stepRow{
 	StepUncordoning:    {disrupting: true, holdsSlot: true},
 	StepDone:           {},
 
-	StepYielding:    {disrupting: true, holdsSlot: true, reportsStaged: true},
+	StepYielding:    {disrupting: true, holdsSlot: true, reportsStaged: true, warning: true},
 	StepYielded:     {reportsStaged: true},
-	StepRollingBack: {disrupting: true, holdsSlot: true, critical: true},
-	StepRolledBack:  {disrupting: true, holdsSlot: true},
-	StepDegraded:    {disrupting: true, holdsSlot: true},
+	StepRollingBack: {disrupting: true, holdsSlot: true, critical: true, warning: true},
+	StepRolledBack:  {disrupting: true, holdsSlot: true, warning: true},
+	StepDegraded:    {disrupting: true, holdsSlot: true, warning: true},
 }
 
 // row is s's row, the zero row for an unknown step.
@@ -63,3 +66,7 @@ func (s Step) ReportsStaged() bool { return s.row().reportsStaged }
 // Critical reports whether the action of step s must run to its end once
 // started, through the agent's shutdown: it changes the boot deployment.
 func (s Step) Critical() bool { return s.row().critical }
+
+// Warning reports whether entering step s means the update failed or is
+// backing out, which the agent tells as a Warning event.
+func (s Step) Warning() bool { return s.row().warning }

@@ -64,6 +64,9 @@ func stepAttributes() []stepAttribute {
 			StepDraining, StepHooksPreReboot, StepFinalizing, StepYielding, StepYielded}},
 		// Machine.stepContext's switch (daemon/update/machine.go).
 		{"Critical", Step.Critical, []Step{StepFinalizing, StepRollingBack}},
+		// Machine.announce's comparisons for the Event's type
+		// (daemon/update/machine.go).
+		{"Warning", Step.Warning, []Step{StepDegraded, StepRolledBack, StepRollingBack, StepYielding}},
 	}
 }
 

@@ -328,12 +328,11 @@ func (m *Machine) announce(node *corev1.Node, from, to v1alpha1.Step) {
 	st := m.state
 	m.cfg.Log.Info("update step", "from", from, "to", to, "target", st.Target, "reason", st.Reason)
 	if m.cfg.Events != nil {
-		warning := to == v1alpha1.StepDegraded || to == v1alpha1.StepRolledBack || to == v1alpha1.StepRollingBack || to == v1alpha1.StepYielding
 		msg := fmt.Sprintf("update to %s: %s → %s", orNone(st.Target), from, to)
-		if st.Reason != "" && (warning || to == v1alpha1.StepYielded) {
+		if st.Reason != "" && (to.Warning() || to == v1alpha1.StepYielded) {
 			msg += ": " + st.Reason
 		}
-		m.cfg.Events.Event(node, warning, "Update"+string(to), msg)
+		m.cfg.Events.Event(node, to.Warning(), "Update"+string(to), msg)
 	}
 	m.publish(node, to)
 }

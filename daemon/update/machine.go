@@ -329,7 +329,7 @@ func (m *Machine) announce(node *corev1.Node, from, to v1alpha1.Step) {
 	m.cfg.Log.Info("update step", "from", from, "to", to, "target", st.Target, "reason", st.Reason)
 	if m.cfg.Events != nil {
 		msg := fmt.Sprintf("update to %s: %s → %s", orNone(st.Target), from, to)
-		if st.Reason != "" && (to.Warning() || to == v1alpha1.StepYielded) {
+		if st.Reason != "" && stepNotices[to].reasonInEvent {
 			msg += ": " + st.Reason
 		}
 		m.cfg.Events.Event(node, to.Warning(), "Update"+string(to), msg)
@@ -346,7 +346,7 @@ func (m *Machine) publish(_ *corev1.Node, step v1alpha1.Step) {
 		if m.state.Target != "" {
 			line += " (target " + m.state.Target + ")"
 		}
-		if m.state.Reason != "" && (step == v1alpha1.StepDegraded || step == v1alpha1.StepYielded || step == v1alpha1.StepRolledBack) {
+		if m.state.Reason != "" && stepNotices[step].reasonInStatus {
 			line += ": " + m.state.Reason
 		}
 		m.cfg.Status.Status(line)

@@ -23,27 +23,37 @@ type stepRow struct {
 	// warning: entering the step means the update failed or is backing
 	// out; it deserves an operator's attention (a Warning event).
 	warning bool
+	// drainPhase: the step belongs to the drain — the grant, the
+	// pre-drain hooks, the cordon, the evictions — before anything on the
+	// host changed.
+	drainPhase bool
+	// finished: the agent is through with the grant it reports the step
+	// for; the grant is only bookkeeping until it is released.
+	finished bool
+	// settled: the agent has nothing left to do for the target it
+	// reports: the target is booted and the node is back.
+	settled bool
 }
 
 // stepRows has one row per step of AllSteps and is never written.
 var stepRows = map[Step]stepRow{
-	StepIdle:           {},
+	StepIdle:           {settled: true},
 	StepStaging:        {},
 	StepStaged:         {reportsStaged: true},
-	StepGranted:        {holdsSlot: true, reportsStaged: true},
-	StepHooksPreDrain:  {holdsSlot: true, reportsStaged: true},
-	StepCordoning:      {disrupting: true, holdsSlot: true, reportsStaged: true},
-	StepDraining:       {disrupting: true, holdsSlot: true, reportsStaged: true},
+	StepGranted:        {holdsSlot: true, reportsStaged: true, drainPhase: true},
+	StepHooksPreDrain:  {holdsSlot: true, reportsStaged: true, drainPhase: true},
+	StepCordoning:      {disrupting: true, holdsSlot: true, reportsStaged: true, drainPhase: true},
+	StepDraining:       {disrupting: true, holdsSlot: true, reportsStaged: true, drainPhase: true},
 	StepHooksPreReboot: {disrupting: true, holdsSlot: true, reportsStaged: true},
 	StepFinalizing:     {disrupting: true, holdsSlot: true, reportsStaged: true, critical: true},
 	StepRebooting:      {disrupting: true, holdsSlot: true},
 	StepVerifying:      {disrupting: true, holdsSlot: true},
 	StepWaitingHealthy: {disrupting: true, holdsSlot: true},
 	StepUncordoning:    {disrupting: true, holdsSlot: true},
-	StepDone:           {},
+	StepDone:           {finished: true, settled: true},
 
 	StepYielding:    {disrupting: true, holdsSlot: true, reportsStaged: true, warning: true},
-	StepYielded:     {reportsStaged: true},
+	StepYielded:     {reportsStaged: true, finished: true},
 	StepRollingBack: {disrupting: true, holdsSlot: true, critical: true, warning: true},
 	StepRolledBack:  {disrupting: true, holdsSlot: true, warning: true},
 	StepDegraded:    {disrupting: true, holdsSlot: true, warning: true},
@@ -70,3 +80,15 @@ func (s Step) Critical() bool { return s.row().critical }
 // Warning reports whether entering step s means the update failed or is
 // backing out, which the agent tells as a Warning event.
 func (s Step) Warning() bool { return s.row().warning }
+
+// DrainPhase reports whether step s is one of the drain's: granted, its
+// pre-drain hooks, the cordon or the evictions.
+func (s Step) DrainPhase() bool { return s.row().drainPhase }
+
+// Finished reports whether an agent in step s is through with the grant it
+// reports the step for (Done or Yielded): its part is over.
+func (s Step) Finished() bool { return s.row().finished }
+
+// Settled reports whether an agent in step s has nothing left to do for
+// the target it reports (Idle or Done).
+func (s Step) Settled() bool { return s.row().settled }

@@ -67,6 +67,12 @@ func stepAttributes() []stepAttribute {
 		// Machine.announce's comparisons for the Event's type
 		// (daemon/update/machine.go).
 		{"Warning", Step.Warning, []Step{StepDegraded, StepRolledBack, StepRollingBack, StepYielding}},
+		// The coordinator's drainStep switch (coordinator/waiting.go).
+		{"DrainPhase", Step.DrainPhase, []Step{StepGranted, StepHooksPreDrain, StepCordoning, StepDraining}},
+		// The coordinator's nodeView.finished (coordinator/nodes.go).
+		{"Finished", Step.Finished, []Step{StepDone, StepYielded}},
+		// The coordinator's nodeView.updated (coordinator/nodes.go).
+		{"Settled", Step.Settled, []Step{StepDone, StepIdle}},
 	}
 }
 

@@ -124,25 +124,10 @@ func AllSteps() []Step {
 		StepUncordoning, StepDone, StepYielding, StepYielded, StepRollingBack, StepRolledBack, StepDegraded}
 }
 
-// Valid reports whether s is a known step.
+// Valid reports whether s is a known step. What the protocol says about
+// each step (Disrupting, HoldsSlot, …) is its row in steps.go.
 func (s Step) Valid() bool {
 	return slices.Contains(AllSteps(), s)
-}
-
-// Disrupting reports whether a node in step s is (or may be) disrupted by
-// its update: from the cordon until the uncordon.
-func (s Step) Disrupting() bool {
-	switch s {
-	case StepCordoning, StepDraining, StepHooksPreReboot, StepFinalizing, StepRebooting, StepVerifying,
-		StepWaitingHealthy, StepUncordoning, StepYielding, StepRollingBack, StepRolledBack, StepDegraded:
-		return true
-	}
-	return false
-}
-
-// HoldsSlot reports whether a node in step s holds a slot of its pool.
-func (s Step) HoldsSlot() bool {
-	return s == StepGranted || s == StepHooksPreDrain || s.Disrupting()
 }
 
 // The disruption guard for NoExecute condition taints: a ConfigMap the

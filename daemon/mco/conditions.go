@@ -5,7 +5,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/daemon/update"
 )
 
@@ -54,25 +53,8 @@ const (
 	complete            // Done
 )
 
-func progressOf(st update.State) progress {
-	switch st.Step {
-	case v1alpha1.StepIdle, v1alpha1.StepDone:
-		return complete
-	case v1alpha1.StepStaging:
-		return preparing
-	case v1alpha1.StepStaged, v1alpha1.StepGranted, v1alpha1.StepHooksPreDrain, v1alpha1.StepYielding, v1alpha1.StepYielded:
-		return prepared
-	case v1alpha1.StepCordoning, v1alpha1.StepDraining, v1alpha1.StepHooksPreReboot, v1alpha1.StepFinalizing:
-		return executing
-	case v1alpha1.StepRebooting:
-		return applied
-	case v1alpha1.StepVerifying:
-		return rebooted
-	case v1alpha1.StepWaitingHealthy, v1alpha1.StepUncordoning:
-		return resumed
-	}
-	return notStarted // Degraded, RollingBack, RolledBack: told by NodeDegraded
-}
+// progressOf is how far the MCD would have got at st's step (mcdSteps).
+func progressOf(st update.State) progress { return mcdStepOf(st.Step).progress }
 
 // conditionsFor is the MachineConfigNode's conditions for the machine's
 // state st, the reported MCO state and reason, on a node whose desired
@@ -101,7 +83,7 @@ func conditionsFor(node string, st update.State, state, reason, desired string, 
 		setOwnDrain(set, st, p)
 	}
 	switch {
-	case st.Step == v1alpha1.StepFinalizing:
+	case mcdStepOf(st.Step).applyingOS:
 		set(CondAppliedFilesAndOS, metav1.ConditionUnknown, "UpdateExecutedAppliedFilesAndOS",
 			"Applying files and new OS config to node.")
 	case p >= applied:
@@ -135,11 +117,11 @@ func setOwnDrain(set func(string, metav1.ConditionStatus, string, string), st up
 	if st.Cordoned || p > executing {
 		set(CondCordoned, metav1.ConditionTrue, "UpdateExecutedCordoned", "Cordoned node. The node is reporting Unschedulable = true")
 	}
-	switch {
-	case st.Step == v1alpha1.StepDraining:
+	switch drain := mcdStepOf(st.Step).drain; {
+	case drain == drainUnderway:
 		set(CondUpdateExecuted, metav1.ConditionUnknown, CondDrained, "Draining Node as part of update executed phase")
 		set(CondDrained, metav1.ConditionUnknown, "UpdateExecutedDrained", "Draining node: "+st.Reason)
-	case st.Step == v1alpha1.StepHooksPreReboot || st.Step == v1alpha1.StepFinalizing || p > executing:
+	case drain == drainDone || p > executing:
 		set(CondUpdateExecuted, metav1.ConditionUnknown, CondDrained, "Drained Node as part of update executed phase")
 		set(CondDrained, metav1.ConditionTrue, "UpdateExecutedDrained", "Drained node.")
 	}

@@ -184,14 +184,16 @@ func (p *Protocol) claimDone(ctx context.Context, st update.State, set map[strin
 	return true, nil
 }
 
-// stateFor maps the machine's step to the MCD's state and reason.
+// stateFor maps the machine's step to the MCD's state (mcdSteps) and
+// reason: a refused config is Unreconcilable and a rollback Degraded
+// whatever the step, and a failure sticks until the step's state is Done.
 func (p *Protocol) stateFor(st update.State) (string, string) {
+	state := mcdStepOf(st.Step).state
 	switch {
 	case st.Refused:
 		p.setFailing(StateUnreconcilable, st.Reason)
 		return StateUnreconcilable, st.Reason
-	case st.Step == v1alpha1.StepDegraded || st.Step == v1alpha1.StepRollingBack ||
-		st.Step == v1alpha1.StepRolledBack || st.RollingBack:
+	case state == StateDegraded || st.RollingBack:
 		p.setFailing(StateDegraded, st.Reason)
 		return StateDegraded, st.Reason
 	}
@@ -199,9 +201,9 @@ func (p *Protocol) stateFor(st update.State) (string, string) {
 	failing, why := p.failing, p.failingReason
 	p.mu.Unlock()
 	switch {
-	case failing != "" && st.Step != v1alpha1.StepDone && st.Step != v1alpha1.StepIdle:
+	case failing != "" && state != StateDone:
 		return failing, why // sticky until an update succeeds
-	case st.Step == v1alpha1.StepDone || st.Step == v1alpha1.StepIdle:
+	case state == StateDone:
 		return StateDone, ""
 	}
 	return StateWorking, st.Reason

@@ -259,13 +259,12 @@ func (m *Machine) reportError(ctx context.Context, err error) {
 	}
 }
 
-// stepContext is ctx, except for a critical step — finalizing or rolling
-// back the deployment — which the agent's shutdown must not cut in half:
-// it runs on after ctx ends, bounded by CriticalTimeout, and its result is
-// persisted before Run returns.
+// stepContext is ctx, except for a critical step (Step.Critical:
+// finalizing or rolling back the deployment), which the agent's shutdown
+// must not cut in half: it runs on after ctx ends, bounded by
+// CriticalTimeout, and its result is persisted before Run returns.
 func (m *Machine) stepContext(ctx context.Context, step v1alpha1.Step) (context.Context, context.CancelFunc) {
-	switch step {
-	case v1alpha1.StepFinalizing, v1alpha1.StepRollingBack:
+	if step.Critical() {
 		return context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CriticalTimeout)
 	}
 	return ctx, func() {}
@@ -329,12 +328,11 @@ func (m *Machine) announce(node *corev1.Node, from, to v1alpha1.Step) {
 	st := m.state
 	m.cfg.Log.Info("update step", "from", from, "to", to, "target", st.Target, "reason", st.Reason)
 	if m.cfg.Events != nil {
-		warning := to == v1alpha1.StepDegraded || to == v1alpha1.StepRolledBack || to == v1alpha1.StepRollingBack || to == v1alpha1.StepYielding
 		msg := fmt.Sprintf("update to %s: %s → %s", orNone(st.Target), from, to)
-		if st.Reason != "" && (warning || to == v1alpha1.StepYielded) {
+		if st.Reason != "" && stepNotices[to].reasonInEvent {
 			msg += ": " + st.Reason
 		}
-		m.cfg.Events.Event(node, warning, "Update"+string(to), msg)
+		m.cfg.Events.Event(node, to.Warning(), "Update"+string(to), msg)
 	}
 	m.publish(node, to)
 }
@@ -348,7 +346,7 @@ func (m *Machine) publish(_ *corev1.Node, step v1alpha1.Step) {
 		if m.state.Target != "" {
 			line += " (target " + m.state.Target + ")"
 		}
-		if m.state.Reason != "" && (step == v1alpha1.StepDegraded || step == v1alpha1.StepYielded || step == v1alpha1.StepRolledBack) {
+		if m.state.Reason != "" && stepNotices[step].reasonInStatus {
 			line += ": " + m.state.Reason
 		}
 		m.cfg.Status.Status(line)

@@ -81,10 +81,7 @@ func ReportAnnotations(st State) map[string]*string {
 		return &s
 	}
 	staged := ""
-	switch st.Step {
-	case v1alpha1.StepStaged, v1alpha1.StepGranted, v1alpha1.StepHooksPreDrain, v1alpha1.StepCordoning,
-		v1alpha1.StepDraining, v1alpha1.StepHooksPreReboot, v1alpha1.StepFinalizing, v1alpha1.StepYielding,
-		v1alpha1.StepYielded:
+	if st.Step.ReportsStaged() {
 		staged = st.Target
 	}
 	unavailable := ""

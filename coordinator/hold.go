@@ -2,8 +2,6 @@ package coordinator
 
 import (
 	"fmt"
-
-	"github.com/nodeward/nodeward/api/v1alpha1"
 )
 
 // hold says why a pool with nodes left to update grants none now, once:
@@ -131,16 +129,6 @@ func (c candidacy) reason(p *poolPlan, gates *gateVerdict) waitReason {
 		return waitStaging
 	}
 	return waitNone
-}
-
-// drainStep reports whether step is one of the drain's: hooks, cordon,
-// evictions.
-func drainStep(step v1alpha1.Step) bool {
-	switch step {
-	case v1alpha1.StepGranted, v1alpha1.StepHooksPreDrain, v1alpha1.StepCordoning, v1alpha1.StepDraining:
-		return true
-	}
-	return false
 }
 
 // inFlight lists the nodes updating under pool's grants: granted now, or

@@ -147,7 +147,7 @@ func (v nodeView) granted() bool { return v.grant != "" }
 
 // updated reports whether the node runs target and is back in service.
 func (v nodeView) updated(target string) bool {
-	return v.stateTgt == target && (v.state == v1alpha1.StepDone || v.state == v1alpha1.StepIdle)
+	return v.stateTgt == target && v.state.Settled()
 }
 
 // degraded reports whether the node failed on target.
@@ -158,7 +158,7 @@ func (v nodeView) degraded(target string) bool {
 // finished reports whether the agent reported Done or Yielded for the
 // grant the node holds: its update is over, the grant is only bookkeeping.
 func (v nodeView) finished() bool {
-	return v.granted() && v.stateGrnt == v.grant && (v.state == v1alpha1.StepDone || v.state == v1alpha1.StepYielded)
+	return v.granted() && v.stateGrnt == v.grant && v.state.Finished()
 }
 
 // unavailable is the pool's disruption count (v1alpha1.Unavailable). A

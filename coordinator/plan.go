@@ -247,7 +247,7 @@ func (p *poolPlan) candidates(in planInput) candidacy {
 			continue
 		}
 		c.left = true
-		c.drainBlocked = c.drainBlocked || (n.granted() && !n.finished() && n.drainBlocked && drainStep(n.state))
+		c.drainBlocked = c.drainBlocked || (n.granted() && !n.finished() && n.drainBlocked && n.state.DrainPhase())
 		if _, down := p.unavailable[n.name]; down || n.granted() || n.held || p.target == "" ||
 			(p.canary.active && p.canary.bySelector && !n.canary) {
 			continue

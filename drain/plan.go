@@ -160,64 +160,101 @@ func (p *Plan) Err() error {
 // plan sorts a node's pods into batches, skipped, finished and refused.
 func plan(node string, pods []*corev1.Pod, opts Options, now time.Time) (*Plan, error) {
 	p := &Plan{Node: node}
-	type key struct{ order, prio int32 }
-	batches := map[key]*Batch{}
+	batches := map[batchKey]*Batch{}
 	for _, pod := range pods {
-		ref := refOf(pod)
-		if opts.PodSelector != nil && !opts.PodSelector.Matches(labels.Set(pod.Labels)) {
-			p.Skipped = append(p.Skipped, SkippedPod{Pod: ref, Reason: "not selected by the pod selector " + opts.PodSelector.String()})
-			continue
-		}
-		if reason := alwaysSkipped(pod); reason != "" {
-			p.Skipped = append(p.Skipped, SkippedPod{Pod: ref, Reason: reason})
-			continue
-		}
-		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-			p.Finished = append(p.Finished, ref)
-			continue
-		}
-		terminating := pod.DeletionTimestamp != nil
-		if terminating && now.Sub(pod.DeletionTimestamp.Time) > opts.SkipTerminatingAfter {
-			p.Skipped = append(p.Skipped, SkippedPod{Pod: ref, Reason: fmt.Sprintf(
-				"terminating for more than %s; not waited on", opts.SkipTerminatingAfter)})
-			continue
-		}
-		order, behavior, rule, err := opts.Rules.orderOf(pod)
-		if err != nil {
+		if err := p.add(pod, opts, now, batches); err != nil {
 			return nil, err
 		}
-		if behavior == BehaviorSkip {
-			p.Skipped = append(p.Skipped, SkippedPod{Pod: ref, Reason: "rule " + rule + " says Skip"})
-			continue
-		}
-		if behavior == BehaviorEvict && !terminating {
-			if reason := refused(pod, opts); reason != "" {
-				p.Refused = append(p.Refused, SkippedPod{Pod: ref, Reason: reason})
-				continue
-			}
-		}
-		k := key{order: order}
-		if opts.ByPriority && pod.Spec.Priority != nil {
-			k.prio = *pod.Spec.Priority
-		}
-		b := batches[k]
-		if b == nil {
-			b = &Batch{Order: order}
-			if opts.ByPriority {
-				prio := k.prio
-				b.Priority = &prio
-			}
-			batches[k] = b
-		}
-		b.Pods = append(b.Pods, PlannedPod{Pod: ref, Behavior: behavior, Rule: rule, Terminating: terminating})
 	}
+	p.Batches = sortedBatches(batches)
+	return p, nil
+}
+
+// batchKey identifies a batch: its order and, with Options.ByPriority,
+// its pods' priority.
+type batchKey struct{ order, prio int32 }
+
+// add puts pod in p: skipped, finished, refused, or in the batch of its
+// order (and priority) in batches.
+func (p *Plan) add(pod *corev1.Pod, opts Options, now time.Time, batches map[batchKey]*Batch) error {
+	ref := refOf(pod)
+	skipReason, finished := triage(pod, opts, now)
+	if finished {
+		p.Finished = append(p.Finished, ref)
+		return nil
+	}
+	if skipReason != "" {
+		p.Skipped = append(p.Skipped, SkippedPod{Pod: ref, Reason: skipReason})
+		return nil
+	}
+	order, behavior, rule, err := opts.Rules.orderOf(pod)
+	if err != nil {
+		return err
+	}
+	if behavior == BehaviorSkip {
+		p.Skipped = append(p.Skipped, SkippedPod{Pod: ref, Reason: "rule " + rule + " says Skip"})
+		return nil
+	}
+	terminating := pod.DeletionTimestamp != nil
+	if behavior == BehaviorEvict && !terminating {
+		if reason := refused(pod, opts); reason != "" {
+			p.Refused = append(p.Refused, SkippedPod{Pod: ref, Reason: reason})
+			return nil
+		}
+	}
+	b := batchOf(batches, order, pod, opts)
+	b.Pods = append(b.Pods, PlannedPod{Pod: ref, Behavior: behavior, Rule: rule, Terminating: terminating})
+	return nil
+}
+
+// triage sorts out, before the rules are consulted, the pods the drain
+// leaves alone: it returns why pod is skipped, or finished for a pod that
+// has run to completion, or neither.
+func triage(pod *corev1.Pod, opts Options, now time.Time) (skipReason string, finished bool) {
+	if opts.PodSelector != nil && !opts.PodSelector.Matches(labels.Set(pod.Labels)) {
+		return "not selected by the pod selector " + opts.PodSelector.String(), false
+	}
+	if reason := alwaysSkipped(pod); reason != "" {
+		return reason, false
+	}
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return "", true
+	}
+	if pod.DeletionTimestamp != nil && now.Sub(pod.DeletionTimestamp.Time) > opts.SkipTerminatingAfter {
+		return fmt.Sprintf("terminating for more than %s; not waited on", opts.SkipTerminatingAfter), false
+	}
+	return "", false
+}
+
+// batchOf returns the batch of pod's order (and, with Options.ByPriority,
+// priority), adding it to batches when it is the first of it.
+func batchOf(batches map[batchKey]*Batch, order int32, pod *corev1.Pod, opts Options) *Batch {
+	k := batchKey{order: order}
+	if opts.ByPriority && pod.Spec.Priority != nil {
+		k.prio = *pod.Spec.Priority
+	}
+	b := batches[k]
+	if b == nil {
+		b = &Batch{Order: order}
+		if opts.ByPriority {
+			prio := k.prio
+			b.Priority = &prio
+		}
+		batches[k] = b
+	}
+	return b
+}
+
+// sortedBatches returns the batches, each one's pods by name, lowest order
+// first and, inside an order, highest priority first.
+func sortedBatches(batches map[batchKey]*Batch) []Batch {
+	var sorted []Batch
 	for _, b := range batches {
 		sort.Slice(b.Pods, func(i, j int) bool { return b.Pods[i].Pod.String() < b.Pods[j].Pod.String() })
-		p.Batches = append(p.Batches, *b)
+		sorted = append(sorted, *b)
 	}
-	// Lowest order first; inside an order, highest priority first.
-	sort.Slice(p.Batches, func(i, j int) bool {
-		a, b := p.Batches[i], p.Batches[j]
+	sort.Slice(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
 		if a.Order != b.Order {
 			return a.Order < b.Order
 		}
@@ -226,7 +263,7 @@ func plan(node string, pods []*corev1.Pod, opts Options, now time.Time) (*Plan, 
 		}
 		return false
 	})
-	return p, nil
+	return sorted
 }
 
 // alwaysSkipped: pods a drain never touches.

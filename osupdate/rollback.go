@@ -39,19 +39,9 @@ func (u *Updater) RollbackTarget(ctx context.Context, target, reason string) err
 	if err != nil {
 		return fmt.Errorf("rolling back %s: %w", t, err)
 	}
-	digest := ""
-	if state.Staged != nil && state.Staged.Target == t.String() {
-		digest = state.Staged.Digest
-	}
-	booted := st.Booted()
-	bootedIsTarget := deploymentMatches(booted, t, digest) ||
-		(state.Staged != nil && state.Staged.Target == t.String() && booted.Checksum == state.Staged.Checksum)
-	good := booted
-	if bootedIsTarget {
-		good = st.Rollback()
-		if good == nil {
-			return fmt.Errorf("rolling back %s: no rollback deployment to return to", t)
-		}
+	good, err := knownGood(st, state, t)
+	if err != nil {
+		return err
 	}
 	// Record first, so that Stage refuses the target even if we crash
 	// mid-rollback; a second call finishes the rollback.
@@ -62,12 +52,44 @@ func (u *Updater) RollbackTarget(ctx context.Context, target, reason string) err
 	if err := saveState(u.cfg.StatePath, state); err != nil {
 		return err
 	}
+	if err := u.bootNext(ctx, st, t, good); err != nil {
+		return err
+	}
+	u.cfg.Log.Warn("rolled back OS update", "target", t.String(), "reason", reason, "nextBoot", good.Checksum)
+	return nil
+}
+
+// knownGood is the deployment to return to from t: the booted one, unless
+// the booted one is t (by its reference, or the checksum nodeward recorded
+// staging t), in which case the rollback deployment before it.
+func knownGood(st *Status, state persisted, t Target) (*Deployment, error) {
+	digest := ""
+	if state.Staged != nil && state.Staged.Target == t.String() {
+		digest = state.Staged.Digest
+	}
+	booted := st.Booted()
+	bootedIsTarget := deploymentMatches(booted, t, digest) ||
+		(state.Staged != nil && state.Staged.Target == t.String() && booted.Checksum == state.Staged.Checksum)
+	if !bootedIsTarget {
+		return booted, nil
+	}
+	good := st.Rollback()
+	if good == nil {
+		return nil, fmt.Errorf("rolling back %s: no rollback deployment to return to", t)
+	}
+	return good, nil
+}
+
+// bootNext makes good the deployment of the next boot: it removes what is
+// staged (st is the status before), runs `rpm-ostree rollback` when
+// another deployment comes first, and checks the result.
+func (u *Updater) bootNext(ctx context.Context, st *Status, t Target, good *Deployment) error {
 	if st.Staged() != nil {
 		if err := u.mutate(ctx, u.cfg.FinalizeTimeout, "cleanup", "-p"); err != nil {
 			return fmt.Errorf("rolling back %s: removing the staged deployment: %w", t, err)
 		}
 	}
-	st, err = u.Status(ctx)
+	st, err := u.Status(ctx)
 	if err != nil {
 		return fmt.Errorf("rolling back %s: %w", t, err)
 	}
@@ -82,7 +104,6 @@ func (u *Updater) RollbackTarget(ctx context.Context, target, reason string) err
 	if d := defaultDeployment(st); d == nil || d.Checksum != good.Checksum {
 		return fmt.Errorf("rolling back %s: next boot would not be the known-good deployment %s", t, good.Checksum)
 	}
-	u.cfg.Log.Warn("rolled back OS update", "target", t.String(), "reason", reason, "nextBoot", good.Checksum)
 	return nil
 }
 

@@ -201,19 +201,48 @@ func (u *Updater) Stage(ctx context.Context, target string) error {
 	if err != nil {
 		return fmt.Errorf("staging %s: %w", t, err)
 	}
+	if u.stagedOrBooted(st, state, t) {
+		return nil
+	}
+	if err := u.stageDeployment(ctx, t); err != nil {
+		return err
+	}
+	staged, err := u.checkStaged(ctx, t)
+	if err != nil {
+		return err
+	}
+	state.Staged = &stagedRecord{Target: t.String(), Checksum: staged.Checksum, Digest: staged.ContainerImageReferenceDigest}
+	if err := saveState(u.cfg.StatePath, state); err != nil {
+		return err
+	}
+	u.cfg.Log.Info("staged OS update with finalization locked", "target", t.String(), "checksum", staged.Checksum, "digest", staged.ContainerImageReferenceDigest)
+	return nil
+}
+
+// stagedOrBooted tells whether Stage has nothing to do for t: what it
+// recorded staging for t is still staged or has booted, or t is booted,
+// kernel arguments included, with nothing staged.
+func (u *Updater) stagedOrBooted(st *Status, state persisted, t Target) bool {
 	if rec := state.Staged; rec != nil && rec.Target == t.String() {
 		if s := st.Staged(); s != nil && s.Checksum == rec.Checksum {
-			return nil // already staged (locked, or finalized by us)
+			return true // already staged (locked, or finalized by us)
 		}
 		if st.Booted().Checksum == rec.Checksum {
-			return nil // already booted
+			return true // already booted
 		}
 	}
 	if deploymentMatches(st.Booted(), t, "") && st.Staged() == nil {
 		if missing, present, err := u.kernelArgMismatch(t); err == nil && len(missing) == 0 && len(present) == 0 {
-			return nil
+			return true
 		}
 	}
+	return false
+}
+
+// stageDeployment has rpm-ostree stage t, locked (rebase to an image,
+// deploy of a checksum), then t's kernel arguments.
+func (u *Updater) stageDeployment(ctx context.Context, t Target) error {
+	var err error
 	if t.IsImage() {
 		if err := u.linkAuthFile(); err != nil {
 			return fmt.Errorf("staging %s: %w", t, err)
@@ -230,27 +259,29 @@ func (u *Updater) Stage(ctx context.Context, target string) error {
 			return fmt.Errorf("staging kernel arguments of %s: %w", t, err)
 		}
 	}
-	st, err = u.Status(ctx)
+	return nil
+}
+
+// checkStaged reads back what rpm-ostree staged for t: a deployment of t,
+// finalization-locked. An unlocked one is removed before the error, since
+// any reboot would apply it.
+func (u *Updater) checkStaged(ctx context.Context, t Target) (*Deployment, error) {
+	st, err := u.Status(ctx)
 	if err != nil {
-		return fmt.Errorf("reading status after staging %s: %w", t, err)
+		return nil, fmt.Errorf("reading status after staging %s: %w", t, err)
 	}
 	staged := st.Staged()
 	switch {
 	case staged == nil:
-		return fmt.Errorf("staging %s: rpm-ostree reported success but nothing is staged", t)
+		return nil, fmt.Errorf("staging %s: rpm-ostree reported success but nothing is staged", t)
 	case !st.FinalizationLocked:
 		// An unlocked staged deployment would be applied by any reboot.
 		_ = u.mutate(ctx, u.cfg.FinalizeTimeout, "cleanup", "-p")
-		return fmt.Errorf("staging %s: staged deployment %s is not finalization-locked; removed it", t, staged.Checksum)
+		return nil, fmt.Errorf("staging %s: staged deployment %s is not finalization-locked; removed it", t, staged.Checksum)
 	case !deploymentMatches(staged, t, ""):
-		return fmt.Errorf("staging %s: staged deployment is %q %s, not the target", t, staged.ContainerImageReference, staged.Checksum)
+		return nil, fmt.Errorf("staging %s: staged deployment is %q %s, not the target", t, staged.ContainerImageReference, staged.Checksum)
 	}
-	state.Staged = &stagedRecord{Target: t.String(), Checksum: staged.Checksum, Digest: staged.ContainerImageReferenceDigest}
-	if err := saveState(u.cfg.StatePath, state); err != nil {
-		return err
-	}
-	u.cfg.Log.Info("staged OS update with finalization locked", "target", t.String(), "checksum", staged.Checksum, "digest", staged.ContainerImageReferenceDigest)
-	return nil
+	return staged, nil
 }
 
 // stagedFor returns the staged deployment when it is exactly what nodeward

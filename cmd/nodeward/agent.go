@@ -18,25 +18,31 @@ import (
 	"github.com/nodeward/nodeward/systemd"
 )
 
+// agentOptions are the agent command's flags.
+type agentOptions struct {
+	conn     kubeFlags
+	limit    clientRateLimit
+	health   healthFlags
+	drain    agentDrainFlags
+	host     hostFlags
+	nodeName string
+	updates  bool
+	protocol protocolFlag
+	stateDir string
+	mcoDrain enumFlag
+	mcoRoot  string
+	// mcoDrainDegrade is hidden: tests shorten the MCD's 1 h.
+	mcoDrainDegrade time.Duration
+	syncWarn        time.Duration
+	releaseStartup  bool
+	maxProcs        int
+}
+
 func newAgentCommand(g *globals) *cobra.Command {
-	var (
-		conn       kubeFlags
-		limit      clientRateLimit
-		flags      healthFlags
-		drainFlags agentDrainFlags
-		host       hostFlags
-		nodeName   string
-		updates    bool
-		protocol   = protocolFlag("nodeward")
-		stateDir   string
-		mcoDrain   = enumFlag{value: "controller", allowed: []string{"controller", "nodeward"}}
-		mcoRoot    string
-		// mcoDrainDegrade is hidden: tests shorten the MCD's 1 h.
-		mcoDrainDegrade time.Duration
-		syncWarn        time.Duration
-		releaseStartup  bool
-		maxProcs        int
-	)
+	o := &agentOptions{
+		protocol: protocolFlag("nodeward"),
+		mcoDrain: enumFlag{value: "controller", allowed: []string{"controller", "nodeward"}},
+	}
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the node agent: health conditions, taints and coordinated OS updates",
@@ -44,77 +50,86 @@ func newAgentCommand(g *globals) *cobra.Command {
 			"and the OS update lifecycle the coordinator grants (docs/agent.md)." +
 			exitCodesHelp("0 stopped by SIGTERM or SIGINT", "1 failed (the API server refused a start-up step, the metrics address is taken, …)"),
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := host.validate(); err != nil {
-				return usageError(err)
-			}
-			if err := setMaxProcs(maxProcs, cmd.Flags().Changed("gomaxprocs")); err != nil {
-				return usageError(err)
-			}
-			cfg, err := flags.load(cmd, g.logger)
-			if err != nil {
-				return configError(err)
-			}
-			if nodeName == "" {
-				return usageError(errors.New("--node-name is empty and NODE_NAME is not set"))
-			}
-			restConfig, err := conn.restConfig()
-			if err != nil {
-				return err
-			}
-			if err := limit.apply(restConfig); err != nil {
-				return err
-			}
-			// The agent adds the node to its own lines; the OS edge's
-			// lines get it here.
-			log := g.logger.With("node", nodeName)
-			watchdog, err := systemd.WatchdogInterval()
-			if err != nil {
-				return err
-			}
-			agentCfg := daemon.Config{
-				RestConfig: restConfig, NodeName: nodeName,
-				Health:         &daemon.HealthConfig{Conditions: cfg.Config, LeaseRenewInterval: cfg.LeaseRenewInterval.Duration},
-				MetricsAddress: cfg.MetricsAddress, MetricsAuth: cfg.MetricsAuthConfig(), TextfileDirectory: cfg.TextfileDirectory,
-				Notifier: &systemd.Notifier{}, WatchdogInterval: watchdog, Log: g.logger,
-				SyncWarningInterval: syncWarn, Build: buildInfo(), ReleaseStartupMemory: releaseStartup,
-			}
-			if updates {
-				if agentCfg.Update, err = updateConfig(host, cfg.HostRoot, drainFlags, string(protocol), stateDir, log); err != nil {
-					return err
-				}
-				agentCfg.Update.MCO = daemon.MCOConfig{Drain: mcoDrain.value, Root: cmp.Or(mcoRoot, cfg.HostRoot, "/"),
-					DrainDegradeAfter: mcoDrainDegrade}
-			}
-			agent, err := daemon.New(agentCfg)
-			if err != nil {
-				return err
-			}
-			log.Info("nodeward agent starting", "version", version, "updates", updates)
-			return agent.Run(cmd.Context())
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, g) },
 	}
-	conn.register(cmd, false)
-	limit.register(cmd)
-	flags.register(cmd)
-	flags.registerAgent(cmd)
-	drainFlags.register(cmd)
-	host.register(cmd)
-	cmd.Flags().StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
-	cmd.Flags().BoolVar(&updates, "updates", true, "run the OS update lifecycle (needs rpm-ostree); false runs node health only")
-	cmd.Flags().Var(&protocol, "protocol", "coordinator protocol: nodeward or mco (OpenShift's machine-config operator)")
-	cmd.Flags().Var(&mcoDrain, "mco-drain", "with --protocol=mco, who drains: controller (the MCO's drain controller, through the desiredDrain handshake, as for the machine-config-daemon) or nodeward (nodeward's own ordered, PDB-aware drain)")
-	cmd.Flags().StringVar(&mcoRoot, "mco-root", "", "with --protocol=mco, the host root under which the rendered config's files, units and SSH keys are written (default --host-root, else /)")
-	cmd.Flags().DurationVar(&mcoDrainDegrade, "mco-drain-degrade-after", time.Hour, "with --protocol=mco, how long a blocked drain waits before the node reports Degraded")
+	o.register(cmd)
+	return cmd
+}
+
+// run validates the flags, loads the configuration file and runs the
+// agent until cmd's context ends.
+func (o *agentOptions) run(cmd *cobra.Command, g *globals) error {
+	if err := o.host.validate(); err != nil {
+		return usageError(err)
+	}
+	if err := setMaxProcs(o.maxProcs, cmd.Flags().Changed("gomaxprocs")); err != nil {
+		return usageError(err)
+	}
+	cfg, err := o.health.load(cmd, g.logger)
+	if err != nil {
+		return configError(err)
+	}
+	if o.nodeName == "" {
+		return usageError(errors.New("--node-name is empty and NODE_NAME is not set"))
+	}
+	restConfig, err := o.conn.restConfig()
+	if err != nil {
+		return err
+	}
+	if err := o.limit.apply(restConfig); err != nil {
+		return err
+	}
+	// The agent adds the node to its own lines; the OS edge's
+	// lines get it here.
+	log := g.logger.With("node", o.nodeName)
+	watchdog, err := systemd.WatchdogInterval()
+	if err != nil {
+		return err
+	}
+	agentCfg := daemon.Config{
+		RestConfig: restConfig, NodeName: o.nodeName,
+		Health:         &daemon.HealthConfig{Conditions: cfg.Config, LeaseRenewInterval: cfg.LeaseRenewInterval.Duration},
+		MetricsAddress: cfg.MetricsAddress, MetricsAuth: cfg.MetricsAuthConfig(), TextfileDirectory: cfg.TextfileDirectory,
+		Notifier: &systemd.Notifier{}, WatchdogInterval: watchdog, Log: g.logger,
+		SyncWarningInterval: o.syncWarn, Build: buildInfo(), ReleaseStartupMemory: o.releaseStartup,
+	}
+	if o.updates {
+		if agentCfg.Update, err = updateConfig(o.host, cfg.HostRoot, o.drain, string(o.protocol), o.stateDir, log); err != nil {
+			return err
+		}
+		agentCfg.Update.MCO = daemon.MCOConfig{Drain: o.mcoDrain.value, Root: cmp.Or(o.mcoRoot, cfg.HostRoot, "/"),
+			DrainDegradeAfter: o.mcoDrainDegrade}
+	}
+	agent, err := daemon.New(agentCfg)
+	if err != nil {
+		return err
+	}
+	log.Info("nodeward agent starting", "version", version, "updates", o.updates)
+	return agent.Run(cmd.Context())
+}
+
+// register adds the agent's flags to cmd.
+func (o *agentOptions) register(cmd *cobra.Command) {
+	o.conn.register(cmd, false)
+	o.limit.register(cmd)
+	o.health.register(cmd)
+	o.health.registerAgent(cmd)
+	o.drain.register(cmd)
+	o.host.register(cmd)
+	cmd.Flags().StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
+	cmd.Flags().BoolVar(&o.updates, "updates", true, "run the OS update lifecycle (needs rpm-ostree); false runs node health only")
+	cmd.Flags().Var(&o.protocol, "protocol", "coordinator protocol: nodeward or mco (OpenShift's machine-config operator)")
+	cmd.Flags().Var(&o.mcoDrain, "mco-drain", "with --protocol=mco, who drains: controller (the MCO's drain controller, through the desiredDrain handshake, as for the machine-config-daemon) or nodeward (nodeward's own ordered, PDB-aware drain)")
+	cmd.Flags().StringVar(&o.mcoRoot, "mco-root", "", "with --protocol=mco, the host root under which the rendered config's files, units and SSH keys are written (default --host-root, else /)")
+	cmd.Flags().DurationVar(&o.mcoDrainDegrade, "mco-drain-degrade-after", time.Hour, "with --protocol=mco, how long a blocked drain waits before the node reports Degraded")
 	_ = cmd.Flags().MarkHidden("mco-drain-degrade-after")
-	cmd.Flags().StringVar(&stateDir, "state-dir", "/var/lib/nodeward", "update state directory; must survive reboots")
-	cmd.Flags().BoolVar(&releaseStartup, "release-startup-memory", true,
+	cmd.Flags().StringVar(&o.stateDir, "state-dir", "/var/lib/nodeward", "update state directory; must survive reboots")
+	cmd.Flags().BoolVar(&o.releaseStartup, "release-startup-memory", true,
 		"once ready, unmap the executable's pages and drop them from the page cache, so that only the pages used after start-up are read back, and free start-up's heap (lowers the idle RSS by about half; docs/agent.md)")
-	cmd.Flags().IntVar(&maxProcs, "gomaxprocs", 1,
+	cmd.Flags().IntVar(&o.maxProcs, "gomaxprocs", 1,
 		"how many threads run the agent's Go code at once (GOMAXPROCS); 0 keeps Go's default (the CPUs, or the container's CPU limit). "+
 			"The environment's GOMAXPROCS is used instead when set and this flag is not given")
-	registerSyncWarning(cmd, &syncWarn)
-	return cmd
+	registerSyncWarning(cmd, &o.syncWarn)
 }
 
 // setMaxProcs applies --gomaxprocs. The agent's work is waiting (on the API

@@ -1,9 +1,18 @@
 package main
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fzipp/gocyclo"
 )
 
 // TestReleaseBuildLeavesOutHeavyPackages: built as `make build` builds it
@@ -95,4 +104,118 @@ func TestPackagesImportOneWay(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The limits TestFunctionsStaySmall keeps: past them a function is read
+// in pieces and its branches are no longer all tested; split it into
+// named phases, or a table of small functions instead of a switch ladder.
+const (
+	maxFunctionLines      = 80
+	maxFunctionComplexity = 20
+)
+
+// TestFunctionsStaySmall fails for every function, in every non-test Go
+// file of the module, longer than maxFunctionLines (from `func` to the
+// closing brace) or of a cyclomatic complexity, as gocyclo counts it, over
+// maxFunctionComplexity. Generated files and the nested modules
+// (test/helmsync, test/tools) are not ours to shape and are left out.
+func TestFunctionsStaySmall(t *testing.T) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(out)))
+	files, err := moduleSourceFiles(root)
+	if err != nil {
+		t.Fatalf("listing the Go files under %s: %v", root, err)
+	}
+	fset := token.NewFileSet()
+	for _, path := range files {
+		file, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatalf("parsing %s: %v", path, err)
+		}
+		if ast.IsGenerated(file) {
+			continue
+		}
+		for _, fn := range functionsOf(file) {
+			start, end := fset.Position(fn.node.Pos()), fset.Position(fn.node.End())
+			rel, _ := filepath.Rel(root, start.Filename)
+			if lines := end.Line - start.Line + 1; lines > maxFunctionLines {
+				t.Errorf("%s:%d: %s is %d lines long, over the limit of %d", rel, start.Line, fn.name, lines, maxFunctionLines)
+			}
+			if complexity := gocyclo.Complexity(fn.node); complexity > maxFunctionComplexity {
+				t.Errorf("%s:%d: %s has cyclomatic complexity %d, over the limit of %d", rel, start.Line, fn.name, complexity, maxFunctionComplexity)
+			}
+		}
+	}
+}
+
+// moduleSourceFiles lists the non-test Go files under root that belong to
+// its module: the walk skips the directories the go tool ignores (testdata,
+// and names starting with . or _) and those holding a go.mod of their own.
+func moduleSourceFiles(root string) ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(root, func(path string, entry fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if entry.IsDir() {
+			if path == root {
+				return nil
+			}
+			name := entry.Name()
+			if name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			files = append(files, path)
+		}
+		return nil
+	})
+	return files, err
+}
+
+// measuredFunction is a function TestFunctionsStaySmall measures: a
+// declared function or method, or a function literal assigned to a
+// package-level variable (gocyclo counts those too).
+type measuredFunction struct {
+	name string
+	node ast.Node
+}
+
+func functionsOf(file *ast.File) []measuredFunction {
+	var fns []measuredFunction
+	for _, decl := range file.Decls {
+		switch decl := decl.(type) {
+		case *ast.FuncDecl:
+			fns = append(fns, measuredFunction{name: declaredName(decl), node: decl})
+		case *ast.GenDecl:
+			for _, spec := range decl.Specs {
+				value, ok := spec.(*ast.ValueSpec)
+				if !ok {
+					continue
+				}
+				for i, expr := range value.Values {
+					if lit, ok := expr.(*ast.FuncLit); ok && i < len(value.Names) {
+						fns = append(fns, measuredFunction{name: value.Names[i].Name, node: lit})
+					}
+				}
+			}
+		}
+	}
+	return fns
+}
+
+// declaredName names a function as gocyclo does: "(*T).M" for a method.
+func declaredName(fn *ast.FuncDecl) string {
+	if fn.Recv == nil || len(fn.Recv.List) == 0 {
+		return fn.Name.Name
+	}
+	return "(" + types.ExprString(fn.Recv.List[0].Type) + ")." + fn.Name.Name
 }

@@ -181,172 +181,226 @@ func (in *Injector) allNodes() []string {
 	return names
 }
 
-func (in *Injector) apply(ctx context.Context, r *Record, seq int) error {
-	f := r.Fault
-	switch f.Kind {
-	case KillAgent:
-		r.Victim = pick(in.allNodes(), f.Pick)
-		in.Machines[r.Victim].Kill(ctx, f.Hold)
-		r.Undone = r.At.Add(f.Hold)
+// faultInjector injects one kind of fault: it names r's victim, fills its
+// detail or marks it skipped, and schedules the undo when the fault has
+// one. seq is the fault's number in the run, for the names it creates.
+type faultInjector func(in *Injector, ctx context.Context, r *Record, seq int) error
 
-	case KillLeader:
-		deadline := time.Now().Add(20 * time.Second)
-		for r.Victim == "" && time.Now().Before(deadline) && ctx.Err() == nil {
-			for _, rep := range in.Replicas {
-				if rep.Leading() {
-					r.Victim = rep.Name
-					rep.Kill(ctx, f.Hold)
-					r.Undone = time.Now().Add(f.Hold)
-					break
-				}
-			}
-			if r.Victim == "" {
-				sleep(ctx, 250*time.Millisecond)
+// faultInjectors maps each Kind to its injector; a function rather than a
+// package variable so that nothing can change the table under a run.
+func faultInjectors() map[Kind]faultInjector {
+	return map[Kind]faultInjector{
+		KillAgent:           (*Injector).killAgent,
+		KillLeader:          (*Injector).killLeader,
+		KillAPIServer:       (*Injector).killAPIServer,
+		KillEtcd:            (*Injector).killEtcd,
+		Relabel:             (*Injector).relabel,
+		LowerMaxUnavailable: (*Injector).lowerMaxUnavailable,
+		ChangeTarget:        (*Injector).changeTarget,
+		AdminCordon:         (*Injector).injectAdminCordon,
+		PreDrainHook:        (*Injector).preDrainHook,
+		PDBBlock:            (*Injector).injectPDBBlock,
+	}
+}
+
+// apply injects r's fault; a kind without an injector is a no-op.
+func (in *Injector) apply(ctx context.Context, r *Record, seq int) error {
+	inject, ok := faultInjectors()[r.Kind]
+	if !ok {
+		return nil
+	}
+	return inject(in, ctx, r, seq)
+}
+
+func (in *Injector) killAgent(ctx context.Context, r *Record, _ int) error {
+	r.Victim = pick(in.allNodes(), r.Pick)
+	in.Machines[r.Victim].Kill(ctx, r.Hold)
+	r.Undone = r.At.Add(r.Hold)
+	return nil
+}
+
+// killLeader waits up to 20 seconds for a replica to lead (an election may
+// be under way) and kills it.
+func (in *Injector) killLeader(ctx context.Context, r *Record, _ int) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for r.Victim == "" && time.Now().Before(deadline) && ctx.Err() == nil {
+		for _, rep := range in.Replicas {
+			if rep.Leading() {
+				r.Victim = rep.Name
+				rep.Kill(ctx, r.Hold)
+				r.Undone = time.Now().Add(r.Hold)
+				break
 			}
 		}
 		if r.Victim == "" {
-			r.Skipped, r.Detail = true, "no replica leads"
+			sleep(ctx, 250*time.Millisecond)
 		}
+	}
+	if r.Victim == "" {
+		r.Skipped, r.Detail = true, "no replica leads"
+	}
+	return nil
+}
 
-	case KillAPIServer:
-		r.Victim = string(cluster.APIServer)
+func (in *Injector) killAPIServer(ctx context.Context, r *Record, _ int) error {
+	r.Victim = string(cluster.APIServer)
+	if err := in.CP.Kill(cluster.APIServer); err != nil {
+		return err
+	}
+	sleep(ctx, r.Hold)
+	if err := in.restart(ctx, cluster.APIServer); err != nil {
+		return err
+	}
+	r.Undone = time.Now()
+	return nil
+}
+
+// killEtcd kills etcd, every other time (odd Pick) after the API server as
+// a control-plane host crash would, and brings both back.
+func (in *Injector) killEtcd(ctx context.Context, r *Record, _ int) error {
+	r.Victim = string(cluster.Etcd)
+	hostCrash := r.Pick%2 == 1
+	if hostCrash {
+		r.Detail = "with kube-apiserver (host crash: API server killed first, restarted after etcd)"
 		if err := in.CP.Kill(cluster.APIServer); err != nil {
 			return err
 		}
-		sleep(ctx, f.Hold)
-		if err := in.restart(ctx, cluster.APIServer); err != nil {
-			return err
-		}
-		r.Undone = time.Now()
-
-	case KillEtcd:
-		r.Victim = string(cluster.Etcd)
-		hostCrash := f.Pick%2 == 1
-		if hostCrash {
-			r.Detail = "with kube-apiserver (host crash: API server killed first, restarted after etcd)"
-			if err := in.CP.Kill(cluster.APIServer); err != nil {
-				return err
-			}
-		}
-		if err := in.CP.Kill(cluster.Etcd); err != nil {
-			return err
-		}
-		sleep(ctx, f.Hold)
-		if err := in.restart(ctx, cluster.Etcd); err != nil {
-			return err
-		}
-		if hostCrash {
-			if err := in.restart(ctx, cluster.APIServer); err != nil {
-				return err
-			}
-		} else {
-			wctx, cancel := context.WithTimeout(ctx, time.Minute)
-			err := in.CP.WaitAPIServer(wctx)
-			cancel()
-			if err != nil {
-				r.Detail = fmt.Sprintf("kube-apiserver not ready a minute after etcd returned (%v): restarted", err)
-				if err := in.restart(ctx, cluster.APIServer); err != nil {
-					return err
-				}
-			}
-		}
-		r.Undone = time.Now()
-
-	case Relabel:
-		r.Victim = pick(append([]string(nil), in.Workers...), f.Pick)
-		return in.retry(ctx, func(ctx context.Context) error {
-			n, err := in.Client.CoreV1().Nodes().Get(ctx, r.Victim, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			from := n.Labels[PoolLabel]
-			to := ""
-			for v := range in.WorkerPools {
-				if v != from && (to == "" || v < to) {
-					to = v
-				}
-			}
-			r.Detail = fmt.Sprintf("%s → %s (state %s, grant %q)", in.WorkerPools[from], in.WorkerPools[to],
-				n.Annotations[keyState], n.Annotations[keyGrant])
-			return in.patchNode(ctx, r.Victim, map[string]any{"metadata": map[string]any{"labels": map[string]any{PoolLabel: to}}})
-		})
-
-	case LowerMaxUnavailable:
-		return in.retry(ctx, func(ctx context.Context) error {
-			var cands []string
-			current := map[string]int{}
-			for _, name := range in.WorkerPools {
-				p, err := in.pool(ctx, name)
-				if err != nil {
-					return err
-				}
-				if mu := p.Spec.MaxUnavailable; mu != nil && mu.Type == intstr.Int && mu.IntVal > 1 {
-					cands = append(cands, name)
-					current[name] = int(mu.IntVal)
-				}
-			}
-			if len(cands) == 0 {
-				r.Skipped, r.Detail = true, "every worker pool is at maxUnavailable 1"
-				return nil
-			}
-			r.Victim = pick(cands, f.Pick)
-			r.Detail = fmt.Sprintf("maxUnavailable %d → %d", current[r.Victim], current[r.Victim]-1)
-			return in.patchPool(ctx, r.Victim, map[string]any{"spec": map[string]any{"maxUnavailable": current[r.Victim] - 1}})
-		})
-
-	case ChangeTarget:
-		return in.retry(ctx, func(ctx context.Context) error {
-			var cands []string
-			for _, name := range in.Pools {
-				p, err := in.pool(ctx, name)
-				if err != nil {
-					return err
-				}
-				if p.Spec.OSImage != in.NewTarget {
-					cands = append(cands, name)
-				}
-			}
-			if len(cands) == 0 {
-				r.Skipped, r.Detail = true, "every pool is on the new target"
-				return nil
-			}
-			r.Victim = pick(cands, f.Pick)
-			r.Detail = "osImage → " + in.NewTarget
-			return in.patchPool(ctx, r.Victim, map[string]any{"spec": map[string]any{"osImage": in.NewTarget}})
-		})
-
-	case AdminCordon:
-		cands := in.candidates(func(v NodeView) bool { return !v.Unschedulable && !v.CordonRecord }, in.allNodes())
-		r.Victim = pick(cands, f.Pick)
-		if r.Victim == "" {
-			r.Skipped, r.Detail = true, "no schedulable node"
-			return nil
-		}
-		return in.adminCordon(ctx, r)
-
-	case PreDrainHook:
-		r.Victim = pick(in.candidates(func(NodeView) bool { return true }, in.allNodes()), f.Pick)
-		key := fmt.Sprintf("%schaos-%d", preDrainHookPrefix, seq)
-		r.Detail = key
-		if err := in.retry(ctx, func(ctx context.Context) error {
-			return in.patchNode(ctx, r.Victim, map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: "chaos-injector"}}})
-		}); err != nil {
-			return err
-		}
-		in.later(ctx, r, f.Hold, func(ctx context.Context) error {
-			return in.patchNode(ctx, r.Victim, map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: nil}}})
-		})
-
-	case PDBBlock:
-		cands := in.candidates(func(v NodeView) bool { return !v.Unschedulable && !v.Disrupted }, in.Workers)
-		r.Victim = pick(cands, f.Pick)
-		if r.Victim == "" {
-			r.Skipped, r.Detail = true, "no schedulable worker"
-			return nil
-		}
-		return in.pdbBlock(ctx, r, seq)
 	}
+	if err := in.CP.Kill(cluster.Etcd); err != nil {
+		return err
+	}
+	sleep(ctx, r.Hold)
+	if err := in.restart(ctx, cluster.Etcd); err != nil {
+		return err
+	}
+	var err error
+	if hostCrash {
+		err = in.restart(ctx, cluster.APIServer)
+	} else {
+		err = in.reviveAPIServerAfterEtcd(ctx, r)
+	}
+	if err != nil {
+		return err
+	}
+	r.Undone = time.Now()
 	return nil
+}
+
+// reviveAPIServerAfterEtcd gives the API server, which outlived etcd, a
+// minute to be ready again and restarts it when it is not.
+func (in *Injector) reviveAPIServerAfterEtcd(ctx context.Context, r *Record) error {
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	err := in.CP.WaitAPIServer(wctx)
+	cancel()
+	if err == nil {
+		return nil
+	}
+	r.Detail = fmt.Sprintf("kube-apiserver not ready a minute after etcd returned (%v): restarted", err)
+	return in.restart(ctx, cluster.APIServer)
+}
+
+// relabel moves a worker to the first other worker pool, by label value.
+func (in *Injector) relabel(ctx context.Context, r *Record, _ int) error {
+	r.Victim = pick(append([]string(nil), in.Workers...), r.Pick)
+	return in.retry(ctx, func(ctx context.Context) error {
+		n, err := in.Client.CoreV1().Nodes().Get(ctx, r.Victim, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		from := n.Labels[PoolLabel]
+		to := ""
+		for v := range in.WorkerPools {
+			if v != from && (to == "" || v < to) {
+				to = v
+			}
+		}
+		r.Detail = fmt.Sprintf("%s → %s (state %s, grant %q)", in.WorkerPools[from], in.WorkerPools[to],
+			n.Annotations[keyState], n.Annotations[keyGrant])
+		return in.patchNode(ctx, r.Victim, map[string]any{"metadata": map[string]any{"labels": map[string]any{PoolLabel: to}}})
+	})
+}
+
+func (in *Injector) lowerMaxUnavailable(ctx context.Context, r *Record, _ int) error {
+	return in.retry(ctx, func(ctx context.Context) error {
+		var cands []string
+		current := map[string]int{}
+		for _, name := range in.WorkerPools {
+			p, err := in.pool(ctx, name)
+			if err != nil {
+				return err
+			}
+			if mu := p.Spec.MaxUnavailable; mu != nil && mu.Type == intstr.Int && mu.IntVal > 1 {
+				cands = append(cands, name)
+				current[name] = int(mu.IntVal)
+			}
+		}
+		if len(cands) == 0 {
+			r.Skipped, r.Detail = true, "every worker pool is at maxUnavailable 1"
+			return nil
+		}
+		r.Victim = pick(cands, r.Pick)
+		r.Detail = fmt.Sprintf("maxUnavailable %d → %d", current[r.Victim], current[r.Victim]-1)
+		return in.patchPool(ctx, r.Victim, map[string]any{"spec": map[string]any{"maxUnavailable": current[r.Victim] - 1}})
+	})
+}
+
+func (in *Injector) changeTarget(ctx context.Context, r *Record, _ int) error {
+	return in.retry(ctx, func(ctx context.Context) error {
+		var cands []string
+		for _, name := range in.Pools {
+			p, err := in.pool(ctx, name)
+			if err != nil {
+				return err
+			}
+			if p.Spec.OSImage != in.NewTarget {
+				cands = append(cands, name)
+			}
+		}
+		if len(cands) == 0 {
+			r.Skipped, r.Detail = true, "every pool is on the new target"
+			return nil
+		}
+		r.Victim = pick(cands, r.Pick)
+		r.Detail = "osImage → " + in.NewTarget
+		return in.patchPool(ctx, r.Victim, map[string]any{"spec": map[string]any{"osImage": in.NewTarget}})
+	})
+}
+
+func (in *Injector) injectAdminCordon(ctx context.Context, r *Record, _ int) error {
+	cands := in.candidates(func(v NodeView) bool { return !v.Unschedulable && !v.CordonRecord }, in.allNodes())
+	r.Victim = pick(cands, r.Pick)
+	if r.Victim == "" {
+		r.Skipped, r.Detail = true, "no schedulable node"
+		return nil
+	}
+	return in.adminCordon(ctx, r)
+}
+
+// preDrainHook adds a hook annotation named after seq, so that two hooks
+// never share a key, and removes it after Hold.
+func (in *Injector) preDrainHook(ctx context.Context, r *Record, seq int) error {
+	r.Victim = pick(in.candidates(func(NodeView) bool { return true }, in.allNodes()), r.Pick)
+	key := fmt.Sprintf("%schaos-%d", preDrainHookPrefix, seq)
+	r.Detail = key
+	if err := in.retry(ctx, func(ctx context.Context) error {
+		return in.patchNode(ctx, r.Victim, map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: "chaos-injector"}}})
+	}); err != nil {
+		return err
+	}
+	in.later(ctx, r, r.Hold, func(ctx context.Context) error {
+		return in.patchNode(ctx, r.Victim, map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: nil}}})
+	})
+	return nil
+}
+
+func (in *Injector) injectPDBBlock(ctx context.Context, r *Record, seq int) error {
+	cands := in.candidates(func(v NodeView) bool { return !v.Unschedulable && !v.Disrupted }, in.Workers)
+	r.Victim = pick(cands, r.Pick)
+	if r.Victim == "" {
+		r.Skipped, r.Detail = true, "no schedulable worker"
+		return nil
+	}
+	return in.pdbBlock(ctx, r, seq)
 }
 
 func (in *Injector) restart(ctx context.Context, c cluster.Component) error {

@@ -230,17 +230,31 @@ func (cp *ControlPlane) waitAPIServer(ctx context.Context, p *Process) error {
 	})
 }
 
+// startControllers starts the controller manager, the scheduler and kwok,
+// and waits until they are healthy and the controller manager acts.
 func (cp *ControlPlane) startControllers(ctx context.Context, kcmPort, schedPort, kwokPort int) error {
-	kubeconfig := "--kubeconfig=" + cp.adminKube
+	if err := cp.startControllerManager(kcmPort); err != nil {
+		return err
+	}
+	if err := cp.startScheduler(schedPort); err != nil {
+		return err
+	}
+	if err := cp.startKwok(kwokPort); err != nil {
+		return err
+	}
+	return cp.waitControllers(ctx, kcmPort, schedPort, kwokPort)
+}
+
+func (cp *ControlPlane) startControllerManager(port int) error {
 	kcm, err := startProcess("kube-controller-manager", cp.bin("kube-controller-manager"), cp.dir,
-		kubeconfig,
+		"--kubeconfig="+cp.adminKube,
 		"--authentication-kubeconfig="+cp.adminKube, "--authorization-kubeconfig="+cp.adminKube,
 		// serviceaccount-token needs a private key and mints legacy token
 		// Secrets nobody here uses; everything else runs.
 		"--controllers="+cp.opts.Controllers,
 		"--use-service-account-credentials=false",
 		"--leader-elect=false",
-		fmt.Sprintf("--secure-port=%d", kcmPort), "--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1",
 		"--root-ca-file="+cp.path("ca.crt"),
 		"--kube-api-qps=200", "--kube-api-burst=400",
 		"--concurrent-replicaset-syncs=10", "--concurrent-deployment-syncs=10",
@@ -250,11 +264,15 @@ func (cp *ControlPlane) startControllers(ctx context.Context, kcmPort, schedPort
 		return err
 	}
 	cp.procs = append(cp.procs, kcm)
+	return nil
+}
+
+func (cp *ControlPlane) startScheduler(port int) error {
 	sched, err := startProcess("kube-scheduler", cp.bin("kube-scheduler"), cp.dir,
-		kubeconfig,
+		"--kubeconfig="+cp.adminKube,
 		"--authentication-kubeconfig="+cp.adminKube, "--authorization-kubeconfig="+cp.adminKube,
 		"--leader-elect=false",
-		fmt.Sprintf("--secure-port=%d", schedPort), "--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1",
 		"--kube-api-qps=200", "--kube-api-burst=400",
 		"--v=0",
 	)
@@ -262,16 +280,22 @@ func (cp *ControlPlane) startControllers(ctx context.Context, kcmPort, schedPort
 		return err
 	}
 	cp.procs = append(cp.procs, sched)
+	return nil
+}
+
+// startKwok starts kwok on the nodes annotated KwokAnnotation=fake, with
+// the stages test/tools/install.sh copied.
+func (cp *ControlPlane) startKwok(port int) error {
 	stages, err := cp.writeKwokStages()
 	if err != nil {
 		return err
 	}
 	kwok, err := startProcess("kwok", cp.bin("kwok"), cp.dir,
-		kubeconfig,
+		"--kubeconfig="+cp.adminKube,
 		"--config="+stages,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector="+KwokAnnotation+"=fake",
-		fmt.Sprintf("--server-address=127.0.0.1:%d", kwokPort),
+		fmt.Sprintf("--server-address=127.0.0.1:%d", port),
 		"--cidr=10.240.0.0/12",
 		// The heartbeat stage renews node status only every ~10 min and
 		// leaves liveness to the node Lease; without Leases the node
@@ -283,7 +307,12 @@ func (cp *ControlPlane) startControllers(ctx context.Context, kcmPort, schedPort
 		return err
 	}
 	cp.procs = append(cp.procs, kwok)
+	return nil
+}
 
+// waitControllers polls the health endpoints of the controller manager,
+// the scheduler and kwok, then waits for the default ServiceAccount.
+func (cp *ControlPlane) waitControllers(ctx context.Context, kcmPort, schedPort, kwokPort int) error {
 	insecure := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // components serve self-signed certs
 	}}

@@ -61,79 +61,125 @@ func (s *State) takeFailure(verb string) (Failure, bool) {
 	return Failure{}, false
 }
 
+// invocation is one command line given to the double: its verb and what
+// follows it, also split into options and positional arguments.
+type invocation struct {
+	verb  string
+	rest  []string // everything after the verb, in order
+	flags []string
+	pos   []string
+}
+
+func parseInvocation(args []string) invocation {
+	c := invocation{verb: args[0], rest: args[1:]}
+	for _, a := range c.rest {
+		if strings.HasPrefix(a, "-") {
+			c.flags = append(c.flags, a)
+		} else {
+			c.pos = append(c.pos, a)
+		}
+	}
+	return c
+}
+
+func (c invocation) hasFlag(flag string) bool {
+	return slices.Contains(c.flags, flag)
+}
+
+// commands maps each verb the double implements to its handler; a function
+// rather than a package variable so that nothing can change the table.
+func commands() map[string]func(*State, invocation) result {
+	return map[string]func(*State, invocation) result{
+		"status":              (*State).statusCommand,
+		"rebase":              (*State).rebaseCommand,
+		"deploy":              (*State).deployCommand,
+		"kargs":               func(s *State, c invocation) result { return s.kargs(c.rest) },
+		"finalize-deployment": func(s *State, c invocation) result { return s.finalize(c.pos, c.flags) },
+		"rollback":            func(s *State, _ invocation) result { return s.rollback() },
+		"cleanup":             (*State).cleanupCommand,
+	}
+}
+
 func (s *State) dispatch(args []string) result {
 	if len(args) == 0 {
 		return fail("no command given")
 	}
-	verb, rest := args[0], args[1:]
-	var flags []string
-	var pos []string
-	for _, a := range rest {
-		if strings.HasPrefix(a, "-") {
-			flags = append(flags, a)
-		} else {
-			pos = append(pos, a)
-		}
+	c := parseInvocation(args)
+	if r, injected := s.injectedFailure(c.verb); injected {
+		return r
 	}
-	if f, found := s.takeFailure(verb); found {
-		switch f.Mode {
-		case "timeout":
-			return result{code: ExitHang}
-		case "exit":
-			return result{err: []byte(f.Stderr + "\n"), code: 1}
-		case "garbage":
-			return ok("\x00{not json at all \"deployments\": [\n")
-		case "busy":
-			if verb == "status" {
-				break
-			}
-			return fail("Transaction in progress: rebase\n You can cancel the current transaction with `rpm-ostree cancel`")
-		}
-		if f.Mode == "busy" && verb == "status" {
-			out, err := s.StatusJSON([]string{"rebase", "client(id:other-agent)"})
-			if err != nil {
-				return fail("%v", err)
-			}
-			return result{out: out}
-		}
+	command, known := commands()[c.verb]
+	if !known {
+		return fail("Unknown command '%s'", c.verb)
 	}
-	locked := slices.Contains(flags, "--lock-finalization")
-	switch verb {
-	case "status":
-		if !slices.Contains(flags, "--json") {
-			return fail("the double only implements status --json")
+	return command(s, c)
+}
+
+// injectedFailure consumes the failure injected for verb, if any, and
+// returns what the invocation answers instead of running. A failure of an
+// unknown mode is consumed and the command runs.
+func (s *State) injectedFailure(verb string) (result, bool) {
+	f, found := s.takeFailure(verb)
+	if !found {
+		return result{}, false
+	}
+	switch f.Mode {
+	case "timeout":
+		return result{code: ExitHang}, true
+	case "exit":
+		return result{err: []byte(f.Stderr + "\n"), code: 1}, true
+	case "garbage":
+		return ok("\x00{not json at all \"deployments\": [\n"), true
+	case "busy":
+		// A busy daemon still answers status, showing the other
+		// client's transaction.
+		if verb != "status" {
+			return fail("Transaction in progress: rebase\n You can cancel the current transaction with `rpm-ostree cancel`"), true
 		}
-		out, err := s.StatusJSON(nil)
+		out, err := s.StatusJSON([]string{"rebase", "client(id:other-agent)"})
 		if err != nil {
-			return fail("%v", err)
+			return fail("%v", err), true
 		}
-		return result{out: out}
-	case "rebase":
-		if len(pos) != 1 {
-			return fail("rebase: want exactly one REFSPEC")
-		}
-		return s.rebase(pos[0], locked)
-	case "deploy":
-		if len(pos) != 1 {
-			return fail("deploy: want exactly one REVISION")
-		}
-		return s.deploy(pos[0], locked)
-	case "kargs":
-		return s.kargs(rest)
-	case "finalize-deployment":
-		return s.finalize(pos, flags)
-	case "rollback":
-		return s.rollback()
-	case "cleanup":
-		if slices.Contains(flags, "-p") {
-			s.Staged, s.Locked = nil, false
-		}
-		if slices.Contains(flags, "-r") {
-			return fail("the double refuses cleanup -r: nodeward must never delete the rollback deployment")
-		}
-		return ok("Deployments unchanged.\n")
+		return result{out: out}, true
 	}
-	return fail("Unknown command '%s'", verb)
+	return result{}, false
+}
+
+func (s *State) statusCommand(c invocation) result {
+	if !c.hasFlag("--json") {
+		return fail("the double only implements status --json")
+	}
+	out, err := s.StatusJSON(nil)
+	if err != nil {
+		return fail("%v", err)
+	}
+	return result{out: out}
+}
+
+func (s *State) rebaseCommand(c invocation) result {
+	if len(c.pos) != 1 {
+		return fail("rebase: want exactly one REFSPEC")
+	}
+	return s.rebase(c.pos[0], c.hasFlag("--lock-finalization"))
+}
+
+func (s *State) deployCommand(c invocation) result {
+	if len(c.pos) != 1 {
+		return fail("deploy: want exactly one REVISION")
+	}
+	return s.deploy(c.pos[0], c.hasFlag("--lock-finalization"))
+}
+
+// cleanupCommand implements cleanup -p; it refuses -r, which would delete
+// the rollback deployment.
+func (s *State) cleanupCommand(c invocation) result {
+	if c.hasFlag("-p") {
+		s.Staged, s.Locked = nil, false
+	}
+	if c.hasFlag("-r") {
+		return fail("the double refuses cleanup -r: nodeward must never delete the rollback deployment")
+	}
+	return ok("Deployments unchanged.\n")
 }
 
 func (s *State) newSerial(checksum string) int {

@@ -81,27 +81,15 @@ func run(nodeCount, grantCount int, settle, renewal time.Duration, gates bool) e
 	if err := cluster.InstallPoolAPI(ctx, client, dyn, repoPath("manifests/crds/nodeward.io_updatepools.yaml")); err != nil {
 		return err
 	}
-	start := time.Now()
-	names, err := createNodes(ctx, client, nodeCount)
+	stopRenewing, err := populate(ctx, client, nodeCount, settle, renewal)
 	if err != nil {
 		return err
 	}
-	log.Printf("created %d nodes and their agent Leases in %s", nodeCount, time.Since(start).Round(time.Millisecond))
-	if renewal > 0 {
-		renewCtx, stopRenewing := context.WithCancel(ctx)
-		defer stopRenewing() // before the control plane stops (deferred earlier)
-		go renewLeases(renewCtx, client, names, renewal)
-	}
-	// The API server and etcd digest the burst of creations for a while;
-	// -settle keeps that out of the measured grants.
-	time.Sleep(settle)
+	defer stopRenewing() // before the control plane stops (deferred earlier)
 
-	bin := filepath.Join(cp.Dir(), "nodeward")
-	// Built as `make build` does (see BUILD_TAGS in the Makefile).
-	build := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", bin, "github.com/nodeward/nodeward/cmd/nodeward")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("build nodeward: %w", err)
+	bin, err := buildNodeward(cp.Dir())
+	if err != nil {
+		return err
 	}
 	metricsAddr, err := cluster.FreeAddr()
 	if err != nil {
@@ -114,35 +102,21 @@ func run(nodeCount, grantCount int, settle, renewal time.Duration, gates bool) e
 		return err
 	}
 	defer w.Stop()
-	pool := &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: v1alpha1.UpdatePoolSpec{
-		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: "bench"}},
-		OSImage:      benchTarget, MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-	}}
-	if err := cluster.CreatePool(ctx, dyn, pool); err != nil {
+	if err := createBenchPool(ctx, dyn); err != nil {
 		return err
 	}
-	coord := exec.Command(bin, "coordinator", "--kubeconfig="+cp.KubeconfigPath(), "--leader-elect=false",
-		"--metrics-address="+metricsAddr, "--resync=30s")
-	logFile, _ := os.Create(filepath.Join(cp.Dir(), "coordinator.log"))
-	coord.Stdout, coord.Stderr = logFile, logFile
-	coord.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := coord.Start(); err != nil {
+	coord, err := startCoordinator(bin, cp, metricsAddr)
+	if err != nil {
 		return err
 	}
 	startedAt := time.Now()
 	defer func() { _ = coord.Process.Signal(syscall.SIGTERM); _ = coord.Wait() }()
 
-	var phases []phase
-	if gates {
-		spec, stop, err := gateSpec(cp.Dir())
-		if err != nil {
-			return err
-		}
-		defer stop()
-		phases = []phase{{name: "without gates", grants: grantCount}, {name: "with gates", grants: grantCount, spec: spec}}
-	} else {
-		phases = []phase{{name: "plain", grants: grantCount}}
+	phases, stopGates, err := benchPhases(gates, grantCount, cp.Dir())
+	if err != nil {
+		return err
 	}
+	defer stopGates()
 	m := meter{client: client, metricsAddr: metricsAddr, pid: coord.Process.Pid}
 	results, startup, err := measure(ctx, w, client, dyn, m, phases, startedAt)
 	if err != nil {
@@ -150,28 +124,107 @@ func run(nodeCount, grantCount int, settle, renewal time.Duration, gates bool) e
 	}
 	rss, hwm := procMemory(coord.Process.Pid)
 	for i, r := range results {
-		latencies := r.latencies
-		sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
-		pct := func(p float64) time.Duration { return latencies[int(p*float64(len(latencies)-1))] }
-		n := float64(len(latencies))
-		writes := r.writes
-		sort.Slice(writes, func(i, j int) bool { return writes[i] < writes[j] })
-		wpct := func(p float64) time.Duration { return writes[int(p*float64(len(writes)-1))] }
-		fmt.Printf("phase=%q nodes=%d grants=%d grant-latency p50=%s p99=%s max=%s api-requests-per-grant=%.2f (%s) apiserver-requests-per-second=%.1f (%.1f per grant, every client)\n",
-			phases[i].name, nodeCount, len(latencies), pct(0.5).Round(time.Microsecond), pct(0.99).Round(time.Microsecond),
-			latencies[len(latencies)-1].Round(time.Microsecond), r.requests.total()/n, r.requests.perGrant(n),
-			r.apiserver/r.elapsed.Seconds(), r.apiserver/n)
-		fmt.Printf("phase=%q one-node-write p50=%s p99=%s (the simulated agents' Done writes) grant-p50/write-p50=%.2f grant-p99/write-p99=%.2f coordinator-cpu=%.1f%% of one core\n",
-			phases[i].name, wpct(0.5).Round(time.Microsecond), wpct(0.99).Round(time.Microsecond),
-			float64(pct(0.5))/float64(wpct(0.5)), float64(pct(0.99))/float64(wpct(0.99)), 100*r.cpu/r.elapsed.Seconds())
-		if r.passes > 0 {
-			fmt.Printf("phase=%q plan-passes-per-grant=%.2f mean-plan-pass=%s\n", phases[i].name, r.passes/n,
-				time.Duration(r.planSecs/r.passes*float64(time.Second)).Round(time.Microsecond))
-		}
+		printPhaseResult(phases[i].name, nodeCount, r)
 	}
 	fmt.Printf("coordinator-startup=%s (process start to the first grant)\n", startup.Round(time.Millisecond))
 	fmt.Printf("coordinator-rss=%.1fMiB peak-rss=%.1fMiB\n", rss, hwm)
 	return nil
+}
+
+// populate creates the nodes and their agent Leases, renews the Leases
+// every renewal (when not 0) until the returned function is called, and
+// waits settle.
+func populate(ctx context.Context, client kubernetes.Interface, nodeCount int, settle, renewal time.Duration) (stopRenewing func(), err error) {
+	start := time.Now()
+	names, err := createNodes(ctx, client, nodeCount)
+	if err != nil {
+		return nil, err
+	}
+	log.Printf("created %d nodes and their agent Leases in %s", nodeCount, time.Since(start).Round(time.Millisecond))
+	stopRenewing = func() {}
+	if renewal > 0 {
+		var renewCtx context.Context
+		renewCtx, stopRenewing = context.WithCancel(ctx)
+		go renewLeases(renewCtx, client, names, renewal)
+	}
+	// The API server and etcd digest the burst of creations for a while;
+	// -settle keeps that out of the measured grants.
+	time.Sleep(settle)
+	return stopRenewing, nil
+}
+
+// buildNodeward builds the nodeward binary into dir as `make build` does
+// (see BUILD_TAGS in the Makefile) and returns its path.
+func buildNodeward(dir string) (string, error) {
+	bin := filepath.Join(dir, "nodeward")
+	build := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", bin, "github.com/nodeward/nodeward/cmd/nodeward")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("build nodeward: %w", err)
+	}
+	return bin, nil
+}
+
+// createBenchPool creates the pool of every benchmark node, moving them to
+// benchTarget one at a time.
+func createBenchPool(ctx context.Context, dyn dynamic.Interface) error {
+	pool := &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: "bench"}},
+		OSImage:      benchTarget, MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+	}}
+	return cluster.CreatePool(ctx, dyn, pool)
+}
+
+// startCoordinator starts the coordinator under test, without leader
+// election, logging into the control plane's directory and serving its
+// metrics on metricsAddr.
+func startCoordinator(bin string, cp *cluster.ControlPlane, metricsAddr string) (*exec.Cmd, error) {
+	coord := exec.Command(bin, "coordinator", "--kubeconfig="+cp.KubeconfigPath(), "--leader-elect=false",
+		"--metrics-address="+metricsAddr, "--resync=30s")
+	logFile, _ := os.Create(filepath.Join(cp.Dir(), "coordinator.log"))
+	coord.Stdout, coord.Stderr = logFile, logFile
+	coord.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := coord.Start(); err != nil {
+		return nil, err
+	}
+	return coord, nil
+}
+
+// benchPhases are the measured phases: one plain, or with gates one
+// without and one with health gates on a Prometheus that the returned
+// function stops.
+func benchPhases(gates bool, grantCount int, dir string) ([]phase, func(), error) {
+	if !gates {
+		return []phase{{name: "plain", grants: grantCount}}, func() {}, nil
+	}
+	spec, stop, err := gateSpec(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return []phase{{name: "without gates", grants: grantCount}, {name: "with gates", grants: grantCount, spec: spec}}, stop, nil
+}
+
+// printPhaseResult prints one phase's figures: grant latencies against
+// the simulated agents' one-node writes, API requests and CPU per grant.
+func printPhaseResult(name string, nodeCount int, r phaseResult) {
+	latencies := r.latencies
+	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	pct := func(p float64) time.Duration { return latencies[int(p*float64(len(latencies)-1))] }
+	n := float64(len(latencies))
+	writes := r.writes
+	sort.Slice(writes, func(i, j int) bool { return writes[i] < writes[j] })
+	wpct := func(p float64) time.Duration { return writes[int(p*float64(len(writes)-1))] }
+	fmt.Printf("phase=%q nodes=%d grants=%d grant-latency p50=%s p99=%s max=%s api-requests-per-grant=%.2f (%s) apiserver-requests-per-second=%.1f (%.1f per grant, every client)\n",
+		name, nodeCount, len(latencies), pct(0.5).Round(time.Microsecond), pct(0.99).Round(time.Microsecond),
+		latencies[len(latencies)-1].Round(time.Microsecond), r.requests.total()/n, r.requests.perGrant(n),
+		r.apiserver/r.elapsed.Seconds(), r.apiserver/n)
+	fmt.Printf("phase=%q one-node-write p50=%s p99=%s (the simulated agents' Done writes) grant-p50/write-p50=%.2f grant-p99/write-p99=%.2f coordinator-cpu=%.1f%% of one core\n",
+		name, wpct(0.5).Round(time.Microsecond), wpct(0.99).Round(time.Microsecond),
+		float64(pct(0.5))/float64(wpct(0.5)), float64(pct(0.99))/float64(wpct(0.99)), 100*r.cpu/r.elapsed.Seconds())
+	if r.passes > 0 {
+		fmt.Printf("phase=%q plan-passes-per-grant=%.2f mean-plan-pass=%s\n", name, r.passes/n,
+			time.Duration(r.planSecs/r.passes*float64(time.Second)).Round(time.Microsecond))
+	}
 }
 
 // gateSpec starts a real Prometheus and returns gates on it: every firing

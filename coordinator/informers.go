@@ -21,22 +21,24 @@ import (
 // nodeInformer caches every Node, trimmed of what the coordinator never
 // reads (trim.go) before it is cached.
 func nodeInformer(opts Config, stall *kube.StallWarner) cache.SharedIndexInformer {
-	nodes := cache.NewSharedIndexInformer(stall.ListerWatcher(
-		cache.NewListWatchFromClient(opts.Client.CoreREST(), "nodes", metav1.NamespaceAll, fields.Everything())),
-		&corev1.Node{}, 0, cache.Indexers{})
-	// SetTransform fails only on an informer already started; this one
-	// starts in Run.
-	_ = nodes.SetTransform(trimNode)
-	return nodes
+	return trimmedInformer(stall, cache.NewListWatchFromClient(opts.Client.CoreREST(), "nodes", metav1.NamespaceAll,
+		fields.Everything()), &corev1.Node{}, trimNode)
 }
 
 // leaseInformer caches the agents' liveness Leases, trimmed.
 func leaseInformer(opts Config, stall *kube.StallWarner) cache.SharedIndexInformer {
-	leases := cache.NewSharedIndexInformer(stall.ListerWatcher(
-		cache.NewListWatchFromClient(opts.Client.CoordinationREST(), "leases", v1alpha1.AgentLeaseNamespace, fields.Everything())),
-		&coordinationv1.Lease{}, 0, cache.Indexers{})
-	_ = leases.SetTransform(trimLease)
-	return leases
+	return trimmedInformer(stall, cache.NewListWatchFromClient(opts.Client.CoordinationREST(), "leases",
+		v1alpha1.AgentLeaseNamespace, fields.Everything()), &coordinationv1.Lease{}, trimLease)
+}
+
+// trimmedInformer is a plain informer of lw's objects whose transform
+// drops what the coordinator never reads before it is cached.
+func trimmedInformer(stall *kube.StallWarner, lw cache.ListerWatcher, obj runtime.Object, trim cache.TransformFunc) cache.SharedIndexInformer {
+	informer := cache.NewSharedIndexInformer(stall.ListerWatcher(lw), obj, 0, cache.Indexers{})
+	// SetTransform fails only on an informer already started; this one
+	// starts in Run.
+	_ = informer.SetTransform(trim)
+	return informer
 }
 
 // poolInformer caches the pools the coordinator's selector picks: a plain

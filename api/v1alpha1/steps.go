@@ -1,5 +1,12 @@
 package v1alpha1
 
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
 // stepRow holds what the protocol says about one step. Each attribute is a
 // column here rather than a switch at each place that asks, so that adding
 // a step or moving one across a boundary (the cordon, the slot) is one line
@@ -92,3 +99,27 @@ func (s Step) Finished() bool { return s.row().finished }
 // Settled reports whether an agent in step s has nothing left to do for
 // the target it reports (Idle or Done).
 func (s Step) Settled() bool { return s.row().settled }
+
+// StepTableMismatch reports how a table keyed by Step differs from
+// AllSteps: the steps it lacks a row for and the rows it has for no step
+// (nil when it has exactly one row per step). Every package that keeps
+// per-step attributes in a table of its own pins it with this in a test.
+func StepTableMismatch[Row any](rows map[Step]Row) error {
+	var missing, unknown []string
+	for _, s := range AllSteps() {
+		if _, ok := rows[s]; !ok {
+			missing = append(missing, string(s))
+		}
+	}
+	for s := range rows {
+		if !s.Valid() {
+			unknown = append(unknown, strconv.Quote(string(s)))
+		}
+	}
+	if len(missing)+len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	return fmt.Errorf("step table: no row for [%s]; rows for unknown steps [%s]",
+		strings.Join(missing, ", "), strings.Join(unknown, ", "))
+}

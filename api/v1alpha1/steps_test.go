@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -13,17 +14,13 @@ func TestStepTableHasOneRowPerStep(t *testing.T) {
 		if slices.Contains(steps[:i], s) {
 			t.Errorf("AllSteps lists %s twice", s)
 		}
-		if _, ok := stepRows[s]; !ok {
-			t.Errorf("%s has no row in the step table", s)
-		}
 	}
-	for s := range stepRows {
-		if !slices.Contains(steps, s) {
-			t.Errorf("the step table has a row for %q, which AllSteps does not list", s)
-		}
+	if err := StepTableMismatch(stepRows); err != nil {
+		t.Error(err)
 	}
-	if len(stepRows) != len(steps) {
-		t.Errorf("the step table has %d rows for %d steps", len(stepRows), len(steps))
+	if err := StepTableMismatch(map[Step]bool{StepIdle: true, "Bogus": true}); err == nil ||
+		!strings.Contains(err.Error(), `"Bogus"`) || !strings.Contains(err.Error(), "Staging") {
+		t.Errorf("a table with a missing and an unknown step: %v, want both named", err)
 	}
 }
 

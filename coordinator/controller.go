@@ -84,6 +84,8 @@ type Controller struct {
 	pools       cache.SharedIndexInformer
 	// expectations are the grants written but not yet in the index.
 	expectations *expectations
+	// departures count the nodes deleted mid-update.
+	departures *departures
 	// backoff holds back the nodes whose writes fail.
 	backoff *writeBackoff
 	// guardrails remember the pools' gate verdicts and silence syncs.
@@ -114,6 +116,7 @@ func New(opts Config) *Controller {
 		leases:     leaseInformer(opts, stall),
 		pools:      poolInformer(opts, stall),
 		index:      newNodeIndex(),
+		departures: newDepartures(),
 		backoff:    newWriteBackoff(),
 		guardrails: newGuardrailMemory(),
 		statusPace: newStatusPace(),
@@ -275,6 +278,13 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 			if in, silent, plan, err = c.plan(ctx, pool, now); err != nil {
 				return err
 			}
+		}
+	}
+	if in.departed.write {
+		// Before any grant: a restart or a new leader must go on counting
+		// a node deleted mid-update.
+		if err := c.persistDepartures(ctx, pool, in.departed.own); err != nil {
+			return err
 		}
 	}
 	if plan.gateHalt != "" {

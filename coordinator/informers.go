@@ -68,7 +68,8 @@ func (c *Controller) addHandlers() {
 	// AddEventHandler fails only on a stopped informer; these have not
 	// started. The index's Node handler checks expectations and enqueues
 	// after it updates the index (nodeIndex: ordering).
-	nodeReg, _ := c.nodes.AddEventHandler(c.index.nodeHandler(c.onNode))
+	record := func(n *corev1.Node) { c.departures.record(n, c.opts.Now()) }
+	nodeReg, _ := c.nodes.AddEventHandler(c.index.nodeHandler(record, c.onNode))
 	leaseReg, _ := c.leases.AddEventHandler(c.index.leaseHandler(func(old, cur *coordinationv1.Lease) {
 		if old == nil || cur == nil || leaseLivenessChange(old, cur, c.opts.Now()) {
 			c.enqueuePools()
@@ -115,6 +116,7 @@ func poolPlanChange(oldObj, newObj any) bool {
 func (c *Controller) onNode(old, cur *corev1.Node) {
 	if cur != nil {
 		c.expectations.observe(cur.Name)
+		c.departures.returned(cur)
 	} else {
 		c.expectations.observe(old.Name)
 	}

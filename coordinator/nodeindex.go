@@ -60,8 +60,15 @@ func newNodeIndex() *nodeIndex { return &nodeIndex{byName: map[string]*indexedNo
 // nodeHandler keeps the nodes from a Node informer's events; then, for
 // each event, after the index holds it, calls then with the node before
 // and after it (old nil for an add, cur nil for a delete).
-func (x *nodeIndex) nodeHandler(then func(old, cur *corev1.Node)) cache.ResourceEventHandlerFuncs {
-	return indexHandler(x.setNode, func(n *corev1.Node) { x.removeNode(n.Name) }, then)
+// beforeRemove, when set, runs with a deleted node before the index drops
+// it (departures).
+func (x *nodeIndex) nodeHandler(beforeRemove func(*corev1.Node), then func(old, cur *corev1.Node)) cache.ResourceEventHandlerFuncs {
+	return indexHandler(x.setNode, func(n *corev1.Node) {
+		if beforeRemove != nil {
+			beforeRemove(n)
+		}
+		x.removeNode(n.Name)
+	}, then)
 }
 
 // indexHandler is an informer's event handler that keeps an index with set

@@ -28,7 +28,7 @@ func TestNodeIndexFollowsEvents(t *testing.T) {
 	index := newNodeIndex()
 	nodes := map[string]*corev1.Node{} // what the events leave
 	alive := map[string]bool{}
-	h := index.nodeHandler(func(old, cur *corev1.Node) {
+	h := index.nodeHandler(nil, func(old, cur *corev1.Node) {
 		switch {
 		case cur != nil && index.node(cur.Name) != cur:
 			t.Errorf("the callback of %s ran before the index held it", cur.Name)

@@ -26,6 +26,9 @@ type planInput struct {
 	// controlPlaneBusy says why no control-plane node may be granted: one
 	// is unavailable already, cluster-wide. Empty when none is.
 	controlPlaneBusy string
+	// departed are the nodes deleted mid-update that the pool counts as
+	// unavailable (departures).
+	departed poolDepartures
 	// gates is the gates' verdict for this pass; nil until evaluated.
 	gates *gateVerdict
 	now   time.Time
@@ -202,6 +205,10 @@ func (p *poolPlan) count(in planInput, soaks []soakStep) counted {
 		if n.managed() {
 			p.tally(n, in.pending, down)
 		}
+	}
+	for name, dn := range in.departed.counted {
+		p.unavailable[name] = departedWhy + " (grant " + dn.Grant + ", since " + dn.Since.UTC().Format(time.RFC3339) + ")"
+		c.busyZones[dn.Zone] = true
 	}
 	return c
 }

@@ -37,7 +37,18 @@ func (c *Controller) input(pool *v1alpha1.UpdatePool, pending map[string]bool, n
 		in, silent, err = buildInputWith(views, pool, pools, nodes, pending, backoff, now)
 	})
 	views.done(in.nodes)
-	return in, silent, err
+	if err != nil {
+		return in, silent, err
+	}
+	// After the index (departures: ordering).
+	remembered := c.departures.all()
+	if in.departed, err = c.departedFor(pool, remembered); err != nil {
+		return in, silent, err
+	}
+	if in.controlPlaneBusy == "" {
+		in.controlPlaneBusy = c.departedControlPlane(pools, remembered)
+	}
+	return in, silent, nil
 }
 
 // buildInput is input over given pools and nodes: the whole of what a plan

@@ -1,6 +1,10 @@
 package v1alpha1
 
-import "slices"
+import (
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // The node protocol between the coordinator and the agents: annotations on
 // each Node (docs/protocol.md). The coordinator writes the first group, the
@@ -53,6 +57,13 @@ const (
 	// every grant until `nodeward resume` removes it or the target
 	// changes (coordinator; removed by the operator).
 	AnnotationHalted = protocolPrefix + "halted"
+	// AnnotationDepartedNodes, on an UpdatePool, is a JSON object of
+	// DepartedNode by node name: nodes whose Node object was deleted while
+	// they held an unfinished grant of the pool. Each counts as
+	// unavailable (in the pool, and against the one control-plane node)
+	// until a Node of its name registers again and serves; an operator
+	// whose machine is gone for good removes its entry (coordinator).
+	AnnotationDepartedNodes = protocolPrefix + "departed-nodes"
 	// AnnotationSoakUntil is when a node that reported Done gives its slot
 	// back (RFC 3339): the pool's soak, or a canary's bake, written once
 	// when the coordinator first sees Done and removed with the grant
@@ -153,3 +164,13 @@ const (
 	// GuardNoZone stands for nodes without a zone label.
 	GuardNoZone = "_none"
 )
+
+// DepartedNode is one entry of AnnotationDepartedNodes: the grant the node
+// held when its Node object was deleted, since when, and what the
+// coordinator's count needs of a node it can no longer read.
+type DepartedNode struct {
+	Grant        string      `json:"grant"`
+	Since        metav1.Time `json:"since"`
+	ControlPlane bool        `json:"controlPlane,omitempty"`
+	Zone         string      `json:"zone,omitempty"`
+}

@@ -1,0 +1,186 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+)
+
+// departures owns the nodes whose Node object was deleted while they held
+// an unfinished grant (a cloud controller or an admin deleting the Node of
+// a machine that reboots). The machine beneath may still be down under
+// that grant, so it counts as unavailable, in its pool and against the one
+// control-plane node, until a Node of its name registers again and
+// serves. Each pass writes its pool's departures to the pool
+// (AnnotationDepartedNodes), so that a restart or a new leader keeps
+// counting them; this memory covers the time until that write.
+//
+// Ordering: a departure is recorded BEFORE the index drops the Node, and a
+// pass reads the departures AFTER the index, so that a pass finds the
+// grant in the index or in the departures, never in neither.
+type departures struct {
+	mu     sync.Mutex
+	byNode map[string]departure
+}
+
+// departure is one departed node and the pool whose grant it held ("" for
+// a grant written before grant-pool existed: every pool counts it).
+type departure struct {
+	pool string
+	v1alpha1.DepartedNode
+}
+
+func newDepartures() *departures { return &departures{byNode: map[string]departure{}} }
+
+// record remembers n if it held an unfinished grant when it was deleted.
+func (d *departures) record(n *corev1.Node, now time.Time) {
+	a := n.Annotations
+	grant := a[v1alpha1.AnnotationGrant]
+	if grant == "" || (a[v1alpha1.AnnotationStateGrant] == grant && v1alpha1.Step(a[v1alpha1.AnnotationState]).Finished()) {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.byNode[n.Name] = departure{pool: a[v1alpha1.AnnotationGrantPool], DepartedNode: v1alpha1.DepartedNode{
+		Grant: grant, Since: metav1.NewTime(now.UTC().Truncate(time.Second)), ControlPlane: isControlPlane(n),
+		Zone: n.Labels[zoneLabel],
+	}}
+}
+
+// returned forgets name once a Node of that name serves again.
+func (d *departures) returned(n *corev1.Node) {
+	if v1alpha1.NotServing(n) != "" {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.byNode, n.Name)
+}
+
+// all copies the remembered departures.
+func (d *departures) all() map[string]departure {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.byNode)
+}
+
+// departedOf reads a pool's AnnotationDepartedNodes.
+func departedOf(pool *v1alpha1.UpdatePool) (map[string]v1alpha1.DepartedNode, error) {
+	out := map[string]v1alpha1.DepartedNode{}
+	raw := pool.Annotations[v1alpha1.AnnotationDepartedNodes]
+	if raw == "" {
+		return out, nil
+	}
+	if err := json.Unmarshal([]byte(raw), &out); err != nil {
+		return nil, fmt.Errorf("pool %s: annotation %s: %w (a JSON object of {grant, since} by node name)",
+			pool.Name, v1alpha1.AnnotationDepartedNodes, err)
+	}
+	return out, nil
+}
+
+// poolDepartures is what one pass counts of departed nodes: the pool's
+// own (persisted and remembered), those of unknown pool, and whether the
+// pool's annotation must be written to match its own.
+type poolDepartures struct {
+	counted map[string]v1alpha1.DepartedNode
+	own     map[string]v1alpha1.DepartedNode
+	write   bool
+}
+
+// departedFor merges pool's persisted departures with the remembered ones,
+// less the nodes whose Node serves again (serving: a Node of that name in
+// the index that serves).
+func (c *Controller) departedFor(pool *v1alpha1.UpdatePool, remembered map[string]departure) (poolDepartures, error) {
+	persisted, err := departedOf(pool)
+	if err != nil {
+		return poolDepartures{}, err
+	}
+	pd := poolDepartures{counted: map[string]v1alpha1.DepartedNode{}, own: map[string]v1alpha1.DepartedNode{}}
+	for name, dn := range persisted {
+		if !c.servesAgain(name) {
+			pd.own[name] = dn
+		}
+	}
+	for name, dep := range remembered {
+		switch {
+		case c.servesAgain(name):
+		case dep.pool == pool.Name:
+			pd.own[name] = dep.DepartedNode
+		case dep.pool == "":
+			pd.counted[name] = dep.DepartedNode
+		}
+	}
+	maps.Copy(pd.counted, pd.own)
+	pd.write = !maps.Equal(pd.own, persisted)
+	return pd, nil
+}
+
+// servesAgain reports whether a Node named name is in the index and
+// serves: the departed machine is back.
+func (c *Controller) servesAgain(name string) bool {
+	n := c.index.node(name)
+	return n != nil && v1alpha1.NotServing(n) == ""
+}
+
+// departedControlPlane names a departed control-plane node, of any pool,
+// that has not served again ("" for none).
+func (c *Controller) departedControlPlane(pools []*v1alpha1.UpdatePool, remembered map[string]departure) string {
+	var names []string
+	for _, p := range pools {
+		pd, err := c.departedFor(p, remembered)
+		if err != nil {
+			continue // reported by that pool's own pass
+		}
+		for name, dn := range pd.counted {
+			if dn.ControlPlane {
+				names = append(names, name)
+			}
+		}
+	}
+	for name, dep := range remembered {
+		if dep.ControlPlane && !c.servesAgain(name) {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	sort.Strings(names)
+	return "control-plane node " + names[0] + " (" + departedWhy + ") is unavailable: one control-plane node at a time, cluster-wide"
+}
+
+// departedWhy is how a departed node counts.
+const departedWhy = "Node object deleted mid-update; counted until it registers again and serves"
+
+// persistDepartures writes the pool's own departures to its annotation.
+func (c *Controller) persistDepartures(ctx context.Context, pool *v1alpha1.UpdatePool, own map[string]v1alpha1.DepartedNode) error {
+	var value any // null removes the annotation
+	if len(own) > 0 {
+		b, err := json.Marshal(own)
+		if err != nil {
+			return fmt.Errorf("encode departed nodes of pool %s: %w", pool.Name, err)
+		}
+		value = string(b)
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"annotations": map[string]any{v1alpha1.AnnotationDepartedNodes: value},
+	}})
+	if err != nil {
+		return fmt.Errorf("encode departed nodes of pool %s: %w", pool.Name, err)
+	}
+	if _, err := c.opts.Dynamic.Resource(v1alpha1.UpdatePoolResource()).Patch(ctx, pool.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("record departed nodes %v on pool %s: %w", slices.Sorted(maps.Keys(own)), pool.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+package coordinator_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/test/cluster"
+)
+
+// TestNodeDeletedMidUpdateKeepsCounting: the Node object of a granted node
+// deleted while its machine reboots (a cloud controller, an admin) does not
+// free its slot. With maxUnavailable 1 no other node is granted, across a
+// coordinator restart too (the pool records it), until a Node of its name
+// registers again and serves; then the rollout goes on and the record is
+// gone.
+func TestNodeDeletedMidUpdateKeepsCounting(t *testing.T) {
+	t.Parallel()
+	const prefix = "departed"
+	r := newRig(t, prefix, 3, 1)
+	cp, dyn, ctx, agents := r.cp, r.dyn, r.ctx, r.agents
+	createPool(t, dyn, prefix, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector: groupSelector(prefix), OSImage: "os:dep1", MaxUnavailable: ptr.To(intstrInt(1)),
+	}})
+	first, stopFirst := context.WithCancel(ctx)
+	runCoordinator(first, t, cp, dyn, prefix)
+
+	g := agents.next(t, time.Minute)
+	agents.mustReport(ctx, t, g, v1alpha1.StepRebooting)
+	gone := getNode(ctx, t, cp, g.node)
+	if err := cp.Client().CoreV1().Nodes().Delete(ctx, g.node, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete node %s: %v", g.node, err)
+	}
+	agents.noGrantFor(t, 3*time.Second, "while the deleted node's machine reboots")
+	waitPoolAnnotation(t, dyn, prefix, v1alpha1.AnnotationDepartedNodes, g.node, 30*time.Second)
+	waitPoolCondition(t, dyn, prefix, v1alpha1.PoolUpdating, 30*time.Second, g.node+" (Node object deleted mid-update")
+
+	// A new leader knows it from the pool alone.
+	stopFirst()
+	runCoordinator(ctx, t, cp, dyn, prefix)
+	agents.noGrantFor(t, 3*time.Second, "by a restarted coordinator while the deleted node's machine reboots")
+
+	// The machine is back: its kubelet registers the Node again.
+	back := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: gone.Name, Labels: gone.Labels,
+		Annotations: map[string]string{cluster.KwokAnnotation: "fake"}}, Status: corev1.NodeStatus{
+		Capacity: gone.Status.Capacity, Allocatable: gone.Status.Allocatable}}
+	if _, err := cp.Client().CoreV1().Nodes().Create(ctx, back, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("register node %s again: %v", g.node, err)
+	}
+	next := agents.next(t, time.Minute)
+	if next.grant == g.grant {
+		t.Fatalf("the departed grant %s came back", g.grant)
+	}
+	waitPoolAnnotation(t, dyn, prefix, v1alpha1.AnnotationDepartedNodes, "", 30*time.Second)
+}
+
+// waitPoolAnnotation waits until the pool's annotation key contains want
+// ("" waits until it is absent).
+func waitPoolAnnotation(t *testing.T, dyn dynamic.Interface, pool, key, want string, timeout time.Duration) {
+	t.Helper()
+	cluster.WaitFor(t, timeout, "pool "+pool+" annotation "+key+" with "+want, func(ctx context.Context) (bool, error) {
+		p, err := dyn.Resource(v1alpha1.UpdatePoolResource()).Get(ctx, pool, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		got, ok := p.GetAnnotations()[key]
+		if want == "" {
+			return !ok, nil
+		}
+		return strings.Contains(got, want), nil
+	})
+}

@@ -142,7 +142,7 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := cluster.InstallPoolAPI(ctx, cp.Client(), dyn, "../../manifests/crds/nodeward.io_updatepools.yaml"); err != nil {
+	if err := cp.InstallCRDs(ctx); err != nil {
 		t.Fatal(err)
 	}
 

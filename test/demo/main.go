@@ -104,8 +104,8 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := cluster.InstallPoolAPI(ctx, cp.Client(), dyn, "manifests/crds/nodeward.io_updatepools.yaml"); err != nil {
-		return fmt.Errorf("%w (run the demo from the repository root)", err)
+	if err := cp.InstallCRDs(ctx); err != nil {
+		return fmt.Errorf("%w (run the demo from inside the repository)", err)
 	}
 	fmt.Printf("building nodeward and the rpm-ostree double...\n")
 	bin, err := sim.BuildProcBinaries(".", work)

@@ -22,19 +22,15 @@ import (
 	"github.com/nodeward/nodeward/test/sim"
 )
 
-var crdOnce sync.Once
-
-// installPoolAPI installs the UpdatePool CRD and the agents' Lease
-// namespace once per package.
+// installPoolAPI installs the project's CRDs and the agents' Lease
+// namespace (what exists already is kept) and returns a dynamic client for
+// the pools.
 func installPoolAPI(t *testing.T, cp *cluster.ControlPlane) dynamic.Interface {
 	t.Helper()
-	dyn, err := dynamic.NewForConfig(cp.Config())
-	if err != nil {
+	if err := cp.InstallCRDs(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	crdOnce.Do(func() {
-		err = cluster.InstallPoolAPI(context.Background(), cp.Client(), dyn, "../../manifests/crds/nodeward.io_updatepools.yaml")
-	})
+	dyn, err := dynamic.NewForConfig(cp.Config())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,7 @@ func run(nodeCount, grantCount int, settle, renewal time.Duration, gates bool) e
 	cfg.QPS, cfg.Burst = 5000, 5000
 	client := kubernetes.NewForConfigOrDie(cfg)
 	dyn := dynamic.NewForConfigOrDie(cfg)
-	if err := cluster.InstallPoolAPI(ctx, client, dyn, repoPath("manifests/crds/nodeward.io_updatepools.yaml")); err != nil {
+	if err := cp.InstallCRDs(ctx); err != nil {
 		return err
 	}
 	start := time.Now()
@@ -542,12 +542,4 @@ func procMemory(pid int) (rssMiB, peakMiB float64) {
 		}
 	}
 	return rssMiB, peakMiB
-}
-
-func repoPath(rel string) string {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
-	if err != nil {
-		return rel
-	}
-	return filepath.Join(strings.TrimSpace(string(out)), rel)
 }

@@ -70,7 +70,7 @@ func BenchmarkRollout100Processes(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := cluster.InstallPoolAPI(ctx, cp.Client(), dyn, root+"/manifests/crds/nodeward.io_updatepools.yaml"); err != nil {
+	if err := cp.InstallCRDs(ctx); err != nil {
 		b.Fatal(err)
 	}
 	names := cp.CreateNodes(b, cluster.NodeSpec{Prefix: "fleet", Count: nodes})

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -52,11 +51,7 @@ func rollout(b *testing.B, count, maxUnavailable int, soak string) time.Duration
 	if err != nil {
 		b.Fatal(err)
 	}
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cluster.InstallPoolAPI(context.Background(), cp.Client(), dyn, filepath.Join(root, "manifests/crds/nodeward.io_updatepools.yaml")); err != nil {
+	if err := cp.InstallCRDs(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	prefix := fmt.Sprintf("soak%d", runs.Add(1))

@@ -133,7 +133,7 @@ func TestChaos(t *testing.T) {
 			os.RemoveAll(runDir)
 		}
 	})
-	bin, err := sim.BuildProcBinaries("../..", t.TempDir())
+	bin, err := sim.BuildProcBinaries(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,6 +79,7 @@ func run(ctx context.Context, o options) (err error) {
 		return err
 	}
 	defer os.RemoveAll(work)
+	defer cluster.RemoveBuilds() // the nodeward binary BuildProcBinaries built
 	fmt.Printf("starting the control plane (etcd, kube-apiserver, controller manager, scheduler, kwok)...\n")
 	cpDir := filepath.Join(work, "cp")
 	if err := os.MkdirAll(cpDir, 0o700); err != nil {
@@ -108,7 +109,7 @@ func run(ctx context.Context, o options) (err error) {
 		return fmt.Errorf("%w (run the demo from inside the repository)", err)
 	}
 	fmt.Printf("building nodeward and the rpm-ostree double...\n")
-	bin, err := sim.BuildProcBinaries(".", work)
+	bin, err := sim.BuildProcBinaries(work)
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ var procBinaries = sync.OnceValues(func() (sim.ProcBinaries, error) {
 	if err != nil {
 		return sim.ProcBinaries{}, err
 	}
-	return sim.BuildProcBinaries("../..", dir)
+	return sim.BuildProcBinaries(dir)
 })
 
 // procPool is a pool whose agents are `nodeward agent` processes.

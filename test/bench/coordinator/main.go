@@ -96,13 +96,11 @@ func run(nodeCount, grantCount int, settle, renewal time.Duration, gates bool) e
 	// -settle keeps that out of the measured grants.
 	time.Sleep(settle)
 
-	bin := filepath.Join(cp.Dir(), "nodeward")
-	// Built as `make build` does (see BUILD_TAGS in the Makefile).
-	build := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", bin, "github.com/nodeward/nodeward/cmd/nodeward")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("build nodeward: %w", err)
+	bin, err := cluster.NodewardBinary(cluster.ReleaseBuild)
+	if err != nil {
+		return err
 	}
+	defer cluster.RemoveBuilds()
 	metricsAddr, err := cluster.FreeAddr()
 	if err != nil {
 		return err

@@ -57,11 +57,7 @@ const (
 func BenchmarkRollout100Processes(b *testing.B) {
 	testenv.RequireBinary(b, "dbus-daemon")
 	cp := env.ControlPlane(b)
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
-	bin, err := sim.BuildProcBinaries(root, b.TempDir())
+	bin, err := sim.BuildProcBinaries(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}

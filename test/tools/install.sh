@@ -18,6 +18,11 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="${NODEWARD_TESTBIN:-${XDG_CACHE_HOME:-$HOME/.cache}/nodeward/testbin}"
 dir="$root/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
 mkdir -p "$dir"
+# One build at a time per cache: test packages and people started together
+# would otherwise each build the same binaries at once (a cold build is 15
+# minutes on 2 cores alone); a second run waits, then finds them cached.
+exec 9>"$root/.lock"
+flock 9
 
 log() { printf '[testbin %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 

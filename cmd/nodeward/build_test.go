@@ -88,6 +88,16 @@ func TestPackagesImportOneWay(t *testing.T) {
 		// The health gates, used by the coordinator: a leaf on the API
 		// types and the Prometheus client.
 		"gate": {"api/kube", "hostexec", "machineconfig", "atomicfile", "silence", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
+		// Test libraries. test/cluster (control plane, CRDs, the nodeward
+		// build) is imported by the tests of daemon (from inside package
+		// daemon), drain and api/kube: it must link neither the agent nor
+		// the coordinator, or the agent's tests would link the
+		// coordinator, and the internal tests of a package it linked would
+		// not compile (an import cycle). The tests' in-process coordinator
+		// lives above it, in test/coordinatortest, and links nothing of
+		// the agent, as the coordinator itself.
+		"test/cluster":         {"coordinator", "daemon", "conditions", "drain", "osupdate", "systemd", "test/coordinatortest"},
+		"test/coordinatortest": agent,
 	}
 	for pkg, forbidden := range rules {
 		out, err := exec.Command("go", "list", "-deps", mod+pkg).CombinedOutput()

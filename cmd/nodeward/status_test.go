@@ -64,8 +64,6 @@ func TestStatusTablesReadLikeOcGetMcp(t *testing.T) {
 	}
 }
 
-var poolAPIOnce sync.Once
-
 // statusFixture installs the UpdatePool API, creates a pool selecting two
 // fresh nodes, one Draining under a grant in zone-a and one Idle, and
 // sets the pool's status as a coordinator would.
@@ -77,10 +75,7 @@ func statusFixture(t *testing.T, prefix string) (cp *cluster.ControlPlane, pool 
 	if err != nil {
 		t.Fatal(err)
 	}
-	poolAPIOnce.Do(func() {
-		err = cluster.InstallPoolAPI(context.Background(), cp.Client(), dyn, "../../manifests/crds/nodeward.io_updatepools.yaml")
-	})
-	if err != nil {
+	if err := cp.InstallCRDs(ctx); err != nil {
 		t.Fatal(err)
 	}
 	nodes = cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 2, Zones: []string{"zone-a", "zone-b"}})

@@ -133,7 +133,7 @@ func TestChaos(t *testing.T) {
 			os.RemoveAll(runDir)
 		}
 	})
-	bin, err := sim.BuildProcBinaries("../..", t.TempDir())
+	bin, err := sim.BuildProcBinaries(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := cluster.InstallPoolAPI(ctx, cp.Client(), dyn, "../../manifests/crds/nodeward.io_updatepools.yaml"); err != nil {
+	if err := cp.InstallCRDs(ctx); err != nil {
 		t.Fatal(err)
 	}
 

@@ -30,8 +30,14 @@ type Env struct {
 }
 
 // Run starts the control plane (unless -short), runs the tests and stops the
-// control plane. Component logs are kept when a test failed.
+// control plane. Component logs are kept when a test failed; the nodeward
+// binaries the tests built (NodewardBinary) are removed in any case.
 func (e *Env) Run(m *testing.M) int {
+	defer RemoveBuilds()
+	return e.run(m)
+}
+
+func (e *Env) run(m *testing.M) int {
 	flag.Parse()
 	if testing.Short() {
 		e.reason = "control plane not started in -short mode"

@@ -83,6 +83,7 @@ func run(ctx context.Context, o options) (err error) {
 		return err
 	}
 	defer os.RemoveAll(work)
+	defer cluster.RemoveBuilds() // the nodeward binary BuildProcBinaries built
 	cp, err := startControlPlane(ctx, binDir, work)
 	if err != nil {
 		return err
@@ -93,7 +94,7 @@ func run(ctx context.Context, o options) (err error) {
 		return err
 	}
 	fmt.Printf("building nodeward and the rpm-ostree double...\n")
-	bin, err := sim.BuildProcBinaries(".", work)
+	bin, err := sim.BuildProcBinaries(work)
 	if err != nil {
 		return err
 	}
@@ -166,8 +167,8 @@ func prepareCluster(ctx context.Context, cp *cluster.ControlPlane, o options) ([
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := cluster.InstallPoolAPI(ctx, cp.Client(), dyn, "manifests/crds/nodeward.io_updatepools.yaml"); err != nil {
-		return nil, nil, fmt.Errorf("%w (run the demo from the repository root)", err)
+	if err := cp.InstallCRDs(ctx); err != nil {
+		return nil, nil, fmt.Errorf("%w (run the demo from inside the repository)", err)
 	}
 	return names, dyn, nil
 }

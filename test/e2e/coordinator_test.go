@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -17,66 +16,35 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
-	"github.com/nodeward/nodeward/coordinator"
 	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/coordinatortest"
 	"github.com/nodeward/nodeward/test/sim"
 )
 
-var crdOnce sync.Once
-
-// installPoolAPI installs the UpdatePool CRD and the agents' Lease
-// namespace once per package.
+// installPoolAPI installs the project's CRDs and the agents' Lease
+// namespace (what exists already is kept) and returns a dynamic client for
+// the pools.
 func installPoolAPI(t *testing.T, cp *cluster.ControlPlane) dynamic.Interface {
 	t.Helper()
-	dyn, err := dynamic.NewForConfig(cp.Config())
-	if err != nil {
+	if err := cp.InstallCRDs(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	crdOnce.Do(func() {
-		err = cluster.InstallPoolAPI(context.Background(), cp.Client(), dyn, "../../manifests/crds/nodeward.io_updatepools.yaml")
-	})
+	dyn, err := dynamic.NewForConfig(cp.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return dyn
 }
 
-// runCoordinatorFor runs nodeward's coordinator in-process for the pool
-// labelled poolLabel=name until the returned stop is called (a crash: no
-// hand-over).
-func runCoordinatorFor(t *testing.T, cp *cluster.ControlPlane, dyn dynamic.Interface, name string) (stop func()) {
-	return runCoordinatorLogged(t, cp, dyn, name, io.Discard)
-}
-
-// runCoordinatorLogged is runCoordinatorFor with the coordinator's log
-// written to logs.
-func runCoordinatorLogged(t *testing.T, cp *cluster.ControlPlane, dyn dynamic.Interface, name string, logs io.Writer) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	// Other tests of the package run their own coordinators on their own
-	// pools: each selects only its pool.
-	c := coordinator.New(coordinator.Config{Client: cp.Kube(), Dynamic: dyn, Resync: time.Second,
-		PoolLabelSelector: poolLabel + "=" + name, Log: slog.New(slog.NewTextHandler(logs, nil))})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := c.Run(ctx); err != nil && ctx.Err() == nil {
-			t.Errorf("coordinator: %v", err)
-		}
-	}()
-	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); <-done }) }
-	t.Cleanup(stop)
-	return stop
-}
-
 // createPool creates the UpdatePool of this pool's nodes (group label =
-// prefix) with spec, labelled poolLabel=prefix so that only this test's
-// coordinator manages it, and deletes it when the test ends.
+// prefix) with spec, labelled for the coordinator started with Pools =
+// prefix only (coordinatortest.PoolLabels), and deletes it when the test
+// ends.
 func (p *pool) createPool(dyn dynamic.Interface, spec v1alpha1.UpdatePoolSpec) {
 	p.t.Helper()
 	spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: p.prefix}}
 	pool := &v1alpha1.UpdatePool{
-		ObjectMeta: metav1.ObjectMeta{Name: p.prefix, Labels: map[string]string{poolLabel: p.prefix}},
+		ObjectMeta: metav1.ObjectMeta{Name: p.prefix, Labels: coordinatortest.PoolLabels(p.prefix)},
 		Spec:       spec,
 	}
 	if err := cluster.CreatePool(context.Background(), dyn, pool); err != nil {
@@ -86,10 +54,6 @@ func (p *pool) createPool(dyn dynamic.Interface, spec v1alpha1.UpdatePoolSpec) {
 		_ = dyn.Resource(v1alpha1.UpdatePoolResource()).Delete(context.Background(), p.prefix, metav1.DeleteOptions{})
 	})
 }
-
-// poolLabel tells the pools of the package's tests apart, so that each
-// test's coordinator manages only its own.
-const poolLabel = "nodeward.test/pool"
 
 // TestRolloutWithCoordinator: ten agents and nodeward's own coordinator, an
 // UpdatePool with maxUnavailable 3, the coordinator killed and restarted
@@ -107,13 +71,16 @@ func TestRolloutWithCoordinator(t *testing.T) {
 	p.createPool(dyn, v1alpha1.UpdatePoolSpec{OSImage: toOS, MaxUnavailable: ptr.To(intstr.FromInt32(3))})
 	p.startAgents()
 	var logs lockedBuffer
-	stop := runCoordinatorLogged(t, p.cp, dyn, "coord", &logs)
+	// Each run is the coordinator of this test's pool only; other tests
+	// run their own on theirs.
+	coordinatorOptions := coordinatortest.Options{Pools: "coord", Resync: time.Second, Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	stop := coordinatortest.Start(t, p.cp, coordinatorOptions)
 	// Kill the coordinator once the first nodes are done, restart it.
 	cluster.WaitFor(t, 3*time.Minute, "two nodes Done", func(ctx context.Context) (bool, error) {
 		return p.countStep(ctx, v1alpha1.StepDone) >= 2, nil
 	})
 	stop()
-	runCoordinatorLogged(t, p.cp, dyn, "coord", &logs)
+	coordinatortest.Start(t, p.cp, coordinatorOptions)
 	p.waitAllDone(3 * time.Minute)
 	for _, name := range p.names {
 		p.assertUpdated(name)
@@ -184,7 +151,7 @@ func TestStagingBudgetWithCoordinator(t *testing.T) {
 	p.createPool(dyn, v1alpha1.UpdatePoolSpec{OSImage: toOS, MaxUnavailable: ptr.To(intstr.FromInt32(1)),
 		MaxStaging: ptr.To[int32](2)})
 	p.startAgents()
-	runCoordinatorFor(t, p.cp, dyn, "stagebudget")
+	coordinatortest.Start(t, p.cp, coordinatortest.Options{Pools: "stagebudget", Resync: time.Second})
 	p.waitAllDone(3 * time.Minute)
 	for _, name := range p.names {
 		p.assertUpdated(name)
@@ -219,7 +186,7 @@ func TestForceOnDrainTimeoutWithCoordinator(t *testing.T) {
 		t.Fatalf("pinned pods before the update: %v, %v", before, err)
 	}
 	p.startAgents()
-	runCoordinatorFor(t, p.cp, dyn, "force")
+	coordinatortest.Start(t, p.cp, coordinatortest.Options{Pools: "force", Resync: time.Second})
 	p.waitStep(name, v1alpha1.StepDone, 2*time.Minute)
 	p.assertUpdated(name)
 	cluster.WaitFor(t, 30*time.Second, "a DrainForced Event on "+name, func(ctx context.Context) (bool, error) {

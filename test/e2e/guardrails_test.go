@@ -12,6 +12,7 @@ import (
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/coordinatortest"
 	"github.com/nodeward/nodeward/test/prom"
 )
 
@@ -38,7 +39,7 @@ func TestGuardrailsWithRealAgents(t *testing.T) {
 		Silences: &v1alpha1.Silences{Alertmanager: am.URL},
 	})
 	p.startAgents()
-	runCoordinatorFor(t, p.cp, dyn, "rails")
+	coordinatortest.Start(t, p.cp, coordinatortest.Options{Pools: "rails", Resync: time.Second})
 
 	// The gate fails: every node stages, none is granted.
 	cluster.WaitFor(t, 2*time.Minute, "every node staged", func(ctx context.Context) (bool, error) {

@@ -21,6 +21,7 @@ import (
 
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/coordinatortest"
 	"github.com/nodeward/nodeward/test/sim"
 	"github.com/nodeward/nodeward/test/testenv"
 )
@@ -65,7 +66,7 @@ func TestScrapesPassPromtool(t *testing.T) {
 	start(t, bin.Nodeward, healthLog, "agent", "--updates=false",
 		"--kubeconfig", cp.KubeconfigPath(), "--node-name", names[1], "--metrics-address", health)
 	coordCmd := bin.Coordinator(cp.KubeconfigPath(), "--metrics-address", coord, "--leader-elect=false",
-		"--pool-selector", poolLabel+"=scrape")
+		"--pool-selector", coordinatortest.PoolLabel+"=scrape")
 	startCmd(t, coordCmd, filepath.Join(logs, "coordinator.log"))
 
 	p := &pool{t: t, cp: cp, prefix: "scrape"}

@@ -18,6 +18,7 @@ import (
 
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/coordinatortest"
 	"github.com/nodeward/nodeward/test/rpmostree"
 	"github.com/nodeward/nodeward/test/sim"
 	"github.com/nodeward/nodeward/test/testenv"
@@ -28,7 +29,7 @@ var procBinaries = sync.OnceValues(func() (sim.ProcBinaries, error) {
 	if err != nil {
 		return sim.ProcBinaries{}, err
 	}
-	return sim.BuildProcBinaries("../..", dir)
+	return sim.BuildProcBinaries(dir)
 })
 
 // procPool is a pool whose agents are `nodeward agent` processes.
@@ -213,7 +214,7 @@ func TestProcessRolloutSurvivesCoordinatorKill(t *testing.T) {
 	bin, _ := procBinaries()
 	leaderNS := p.cp.Namespace(t)
 	coordinator := func() *exec.Cmd {
-		cmd := bin.Coordinator(p.cp.KubeconfigPath(), "--pool-selector", poolLabel+"=pcoord",
+		cmd := bin.Coordinator(p.cp.KubeconfigPath(), "--pool-selector", coordinatortest.PoolLabel+"=pcoord",
 			"--leader-election-namespace", leaderNS, "--leader-lease-duration", "6s")
 		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 		if testing.Verbose() {

@@ -120,9 +120,10 @@ func newHost(t *testing.T, o hostOptions) *host {
 		t.Fatal(err)
 	}
 	logf("%s: root extracted in %s", h.name, time.Since(start).Round(time.Millisecond))
-	if err := checkBinary(bin, h.root); err != nil {
+	if h.bin, err = checkBinary(bin, h.root); err != nil {
 		t.Fatal(err)
 	}
+	bin = h.bin
 	if h.unit, err = os.ReadFile(filepath.Join(repoRoot, "systemd", "nodeward.service")); err != nil {
 		t.Fatal(err)
 	}

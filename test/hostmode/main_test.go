@@ -19,7 +19,8 @@ import (
 
 var env cluster.Env
 
-// buildDir holds the package's binaries; removed after the run.
+// buildDir holds the package's rpm-ostree double; removed after the run
+// (nodeward itself is cluster.NodewardBinary's, which env.Run removes).
 var buildDir string
 
 func TestMain(m *testing.M) {
@@ -60,65 +61,62 @@ type binaries struct {
 	nodeward, rpmOstree string
 }
 
-// build builds nodeward as `make build` does and the rpm-ostree double,
-// once per package run.
+// build finds nodeward as `make build` builds it (cluster.NodewardBinary)
+// and builds the rpm-ostree double, once per package run.
 var build = sync.OnceValues(func() (binaries, error) {
+	nodeward, err := cluster.NodewardBinary(cluster.ReleaseBuild)
+	if err != nil {
+		return binaries{}, err
+	}
 	dir, err := os.MkdirTemp("", "nodeward-hostmode-bin-")
 	if err != nil {
 		return binaries{}, err
 	}
 	buildDir = dir
-	b := binaries{nodeward: filepath.Join(dir, "nodeward")}
-	if err := goBuild(b.nodeward, nil); err != nil {
-		return b, err
-	}
+	b := binaries{nodeward: nodeward}
 	if b.rpmOstree, err = rpmostree.Build(dir); err != nil {
 		return b, err
 	}
 	return b, nil
 })
 
-func goBuild(out string, env []string) error {
-	cmd := exec.Command("go", "build", "-tags", "grpcnotrace", "-ldflags", "-X main.version=hostmode-test", "-o", out, "./cmd/nodeward")
-	cmd.Dir = repoRoot
-	cmd.Env = append(os.Environ(), env...)
-	if output, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build nodeward: %w: %s", err, output)
-	}
-	return nil
-}
-
 // checkBinary runs the built binary in a container root (chroot), once per
 // run: a binary linked against a newer C library than the root's would not
-// start there. It is then built again without cgo.
-func checkBinary(b binaries, root string) error {
-	binaryChecked.Do(func() {
-		bin := filepath.Join(root, "tmp", "nodeward-check")
-		data, err := os.ReadFile(b.nodeward)
-		if err != nil {
-			binaryCheckErr = err
-			return
-		}
-		if err := os.WriteFile(bin, data, 0o755); err != nil {
-			binaryCheckErr = err
-			return
-		}
-		defer os.Remove(bin)
-		out, err := exec.Command("chroot", root, "/tmp/nodeward-check", "version").CombinedOutput()
-		if err == nil {
-			return
-		}
-		logf("the nodeward binary does not run in the %s root (%v: %s): building it with CGO_ENABLED=0",
-			hostmode.RootfsSuite, err, strings.TrimSpace(string(out)))
-		binaryCheckErr = goBuild(b.nodeward, []string{"CGO_ENABLED=0"})
-	})
-	return binaryCheckErr
+// start there. The static build (no cgo) replaces it then, in b and for
+// every later host.
+func checkBinary(b binaries, root string) (binaries, error) {
+	rootBinary.once.Do(func() { rootBinary.nodeward, rootBinary.err = nodewardForRoot(b.nodeward, root) })
+	b.nodeward = rootBinary.nodeward
+	return b, rootBinary.err
 }
 
-var (
-	binaryChecked  sync.Once
-	binaryCheckErr error
-)
+// rootBinary is the nodeward binary that starts in the container roots,
+// as checkBinary found it.
+var rootBinary struct {
+	once     sync.Once
+	nodeward string
+	err      error
+}
+
+// nodewardForRoot is nodeward when it starts in root, else the static build.
+func nodewardForRoot(nodeward, root string) (string, error) {
+	bin := filepath.Join(root, "tmp", "nodeward-check")
+	data, err := os.ReadFile(nodeward)
+	if err != nil {
+		return "", fmt.Errorf("check nodeward in the container root: %w", err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		return "", fmt.Errorf("check nodeward in the container root: %w", err)
+	}
+	defer os.Remove(bin)
+	out, err := exec.Command("chroot", root, "/tmp/nodeward-check", "version").CombinedOutput()
+	if err == nil {
+		return nodeward, nil
+	}
+	logf("the nodeward binary does not run in the %s root (%v: %s): using the build without cgo",
+		hostmode.RootfsSuite, err, strings.TrimSpace(string(out)))
+	return cluster.NodewardBinary(cluster.StaticBuild)
+}
 
 // rootfs is the cached container root, built at most once per run.
 var rootfs = sync.OnceValues(func() (string, error) {

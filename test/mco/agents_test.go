@@ -25,7 +25,7 @@ var procBinaries = sync.OnceValues(func() (sim.ProcBinaries, error) {
 	if err != nil {
 		return sim.ProcBinaries{}, err
 	}
-	return sim.BuildProcBinaries("../..", dir)
+	return sim.BuildProcBinaries(dir)
 })
 
 // The host files of the test configs.

@@ -226,9 +226,9 @@ func testDrain(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, n *n
 	if err != nil {
 		t.Fatalf("workload pod never Running on the real node: %v", err)
 	}
-	nodeward := filepath.Join(env.Dir(), "nodeward")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", nodeward, "github.com/nodeward/nodeward/cmd/nodeward").CombinedOutput(); err != nil {
-		t.Fatalf("build nodeward: %v: %s", err, out)
+	nodeward, err := cluster.NodewardBinary(cluster.ReleaseBuild)
+	if err != nil {
+		t.Fatal(err)
 	}
 	defer func() {
 		if out, err := exec.Command(nodeward, "uncordon", "--kubeconfig", cp.KubeconfigPath(), n.Name()).CombinedOutput(); err != nil {

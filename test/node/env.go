@@ -35,8 +35,10 @@ type Env struct {
 }
 
 // Run starts the control plane and the node (unless -short), runs the
-// tests and stops both. Logs are kept when a test failed.
+// tests and stops both. Logs are kept when a test failed; the nodeward
+// binaries the tests built (cluster.NodewardBinary) are removed in any case.
 func (e *Env) Run(m *testing.M) int {
+	defer cluster.RemoveBuilds()
 	flag.Parse()
 	if testing.Short() {
 		e.reason = "real node not started in -short mode"

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeward/nodeward/test/cluster"
 	"github.com/nodeward/nodeward/test/fakelogind"
 	"github.com/nodeward/nodeward/test/rpmostree"
 )
@@ -48,20 +49,18 @@ type ProcBinaries struct {
 	Nodeward, RpmOstree, DBusDaemon string
 }
 
-// BuildProcBinaries builds nodeward and the rpm-ostree double into dir and
-// finds dbus-daemon. repoRoot is the module's root directory.
-func BuildProcBinaries(repoRoot, dir string) (ProcBinaries, error) {
+// BuildProcBinaries finds nodeward (built once per test process as `make
+// build` builds it, see cluster.NodewardBinary) and dbus-daemon, and builds
+// the rpm-ostree double into dir.
+func BuildProcBinaries(dir string) (ProcBinaries, error) {
 	var b ProcBinaries
 	dbusDaemon, err := exec.LookPath("dbus-daemon")
 	if err != nil {
 		return b, fmt.Errorf("dbus-daemon (Debian package dbus-daemon) is needed for the fake logind: %w", err)
 	}
 	b.DBusDaemon = dbusDaemon
-	b.Nodeward = filepath.Join(dir, "nodeward")
-	build := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", b.Nodeward, "./cmd/nodeward") // as `make build`
-	build.Dir = repoRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		return b, fmt.Errorf("build nodeward: %w: %s", err, out)
+	if b.Nodeward, err = cluster.NodewardBinary(cluster.ReleaseBuild); err != nil {
+		return b, err
 	}
 	if b.RpmOstree, err = rpmostree.Build(dir); err != nil {
 		return b, err

@@ -78,7 +78,7 @@ func run(nodeCount, grantCount int, settle, renewal time.Duration, gates bool) e
 	cfg.QPS, cfg.Burst = 5000, 5000
 	client := kubernetes.NewForConfigOrDie(cfg)
 	dyn := dynamic.NewForConfigOrDie(cfg)
-	if err := cluster.InstallPoolAPI(ctx, client, dyn, repoPath("manifests/crds/nodeward.io_updatepools.yaml")); err != nil {
+	if err := cp.InstallCRDs(ctx); err != nil {
 		return err
 	}
 	stopRenewing, err := populate(ctx, client, nodeCount, settle, renewal)
@@ -87,10 +87,11 @@ func run(nodeCount, grantCount int, settle, renewal time.Duration, gates bool) e
 	}
 	defer stopRenewing() // before the control plane stops (deferred earlier)
 
-	bin, err := buildNodeward(cp.Dir())
+	bin, err := cluster.NodewardBinary(cluster.ReleaseBuild)
 	if err != nil {
 		return err
 	}
+	defer cluster.RemoveBuilds()
 	metricsAddr, err := cluster.FreeAddr()
 	if err != nil {
 		return err
@@ -151,18 +152,6 @@ func populate(ctx context.Context, client kubernetes.Interface, nodeCount int, s
 	// -settle keeps that out of the measured grants.
 	time.Sleep(settle)
 	return stopRenewing, nil
-}
-
-// buildNodeward builds the nodeward binary into dir as `make build` does
-// (see BUILD_TAGS in the Makefile) and returns its path.
-func buildNodeward(dir string) (string, error) {
-	bin := filepath.Join(dir, "nodeward")
-	build := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", bin, "github.com/nodeward/nodeward/cmd/nodeward")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return "", fmt.Errorf("build nodeward: %w", err)
-	}
-	return bin, nil
 }
 
 // createBenchPool creates the pool of every benchmark node, moving them to
@@ -595,12 +584,4 @@ func procMemory(pid int) (rssMiB, peakMiB float64) {
 		}
 	}
 	return rssMiB, peakMiB
-}
-
-func repoPath(rel string) string {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
-	if err != nil {
-		return rel
-	}
-	return filepath.Join(strings.TrimSpace(string(out)), rel)
 }

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"testing"
@@ -51,11 +50,9 @@ type bench struct {
 func BenchmarkDrain110Pods(b *testing.B) {
 	cp := env.ControlPlane(b)
 	nodes := cp.CreateNodes(b, cluster.NodeSpec{Prefix: group, Count: 10})
-	bin := filepath.Join(b.TempDir(), "nodeward")
-	// Built as `make build` does (see BUILD_TAGS in the Makefile).
-	build := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", bin, "../../../cmd/nodeward")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("build nodeward: %v\n%s", err, out)
+	bin, err := cluster.NodewardBinary(cluster.ReleaseBuild)
+	if err != nil {
+		b.Fatal(err)
 	}
 	bn := &bench{b: b, cp: cp, client: cp.Client(), node: nodes[0], free: nodes[1:], nodeward: bin}
 	rounds := 3

@@ -58,11 +58,7 @@ const (
 func BenchmarkRollout100Processes(b *testing.B) {
 	testenv.RequireBinary(b, "dbus-daemon")
 	cp := env.ControlPlane(b)
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
-	bin, err := sim.BuildProcBinaries(root, b.TempDir())
+	bin, err := sim.BuildProcBinaries(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -71,7 +67,7 @@ func BenchmarkRollout100Processes(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := cluster.InstallPoolAPI(ctx, cp.Client(), dyn, root+"/manifests/crds/nodeward.io_updatepools.yaml"); err != nil {
+	if err := cp.InstallCRDs(ctx); err != nil {
 		b.Fatal(err)
 	}
 	names := cp.CreateNodes(b, cluster.NodeSpec{Prefix: "fleet", Count: nodes})

@@ -13,8 +13,6 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,8 +23,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
-	"github.com/nodeward/nodeward/coordinator"
 	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/coordinatortest"
 	"github.com/nodeward/nodeward/test/sim"
 )
 
@@ -52,11 +50,7 @@ func rollout(b *testing.B, count, maxUnavailable int, soak string) time.Duration
 	if err != nil {
 		b.Fatal(err)
 	}
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cluster.InstallPoolAPI(context.Background(), cp.Client(), dyn, filepath.Join(root, "manifests/crds/nodeward.io_updatepools.yaml")); err != nil {
+	if err := cp.InstallCRDs(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	prefix := fmt.Sprintf("soak%d", runs.Add(1))
@@ -74,16 +68,13 @@ func rollout(b *testing.B, count, maxUnavailable int, soak string) time.Duration
 		b.Fatal(err)
 	}
 	defer stop()
-	// Deferred in this order: the context ends, then its goroutines are
-	// waited for, then the agents stop.
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := coordinator.New(coordinator.Config{Client: cp.Kube(), Dynamic: dyn, Log: log, DisableGuard: true,
-		PoolLabelSelector: "bench=" + prefix})
-	wg.Go(func() { _ = c.Run(ctx) })
-	pool := &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix, Labels: map[string]string{"bench": prefix}},
+	// Deferred after the agents' stop: the coordinator stops first, then
+	// the agents; the benchmark's next rollout runs a coordinator of its
+	// own.
+	stopCoordinator := coordinatortest.Start(b, cp, coordinatortest.Options{Pools: prefix, Log: log, DisableGuard: true})
+	defer stopCoordinator()
+	ctx := context.Background()
+	pool := &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix, Labels: coordinatortest.PoolLabels(prefix)},
 		Spec: v1alpha1.UpdatePoolSpec{
 			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: prefix}},
 			OSImage:      "os-2", MaxUnavailable: ptr.To(intstr.FromInt32(int32(maxUnavailable))), Soak: soak,

@@ -51,12 +51,13 @@ func BenchmarkAgentIdle(b *testing.B) {
 		// A binary built elsewhere (another commit, for a before/after).
 		copyFile(b, prebuilt, bin)
 	} else {
-		build := exec.Command("go", "build", "-trimpath", "-tags", "grpcnotrace", // as `make image`
-			"-o", bin, "github.com/nodeward/nodeward/cmd/nodeward")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			b.Fatalf("build nodeward: %v: %s", err, out)
+		// The binary the image ships; copied like a prebuilt one, so that
+		// both ways measure a file of their own, written just now.
+		built, err := cluster.NodewardBinary(cluster.StaticBuild)
+		if err != nil {
+			b.Fatal(err)
 		}
+		copyFile(b, built, bin)
 	}
 	// The agent without the release runs a copy: two processes mapping one
 	// file would share its page cache, and each would map what the other

@@ -10,7 +10,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,10 +32,8 @@ var env cluster.Env
 
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 
-var crdOnce sync.Once
-
-// setup installs the UpdatePool CRD and the agents' Lease namespace once
-// per package.
+// setup installs the project's CRDs and the agents' Lease namespace
+// (harmless when already there).
 func setup(t *testing.T) (*cluster.ControlPlane, dynamic.Interface) {
 	t.Helper()
 	cp := env.ControlPlane(t)
@@ -44,10 +41,7 @@ func setup(t *testing.T) (*cluster.ControlPlane, dynamic.Interface) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crdOnce.Do(func() {
-		err = cluster.InstallPoolAPI(context.Background(), cp.Client(), dyn, "../manifests/crds/nodeward.io_updatepools.yaml")
-	})
-	if err != nil {
+	if err := cp.InstallCRDs(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return cp, dyn

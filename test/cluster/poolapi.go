@@ -50,15 +50,6 @@ func (cp *ControlPlane) InstallCRDs(ctx context.Context) error {
 	return installCRDFiles(ctx, cp.Client(), dyn, files)
 }
 
-// InstallPoolAPI installs the CRD in crdPath as InstallCRDs does.
-//
-// Deprecated: use ControlPlane.InstallCRDs, which finds the CRDs from the
-// module root instead of a path relative to the caller's package. This
-// remains for coordinator's tests until they move over.
-func InstallPoolAPI(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, crdPath string) error {
-	return installCRDFiles(ctx, client, dyn, []string{crdPath})
-}
-
 // installCRDFiles creates the CustomResourceDefinitions among files (other
 // documents, such as a kustomization.yaml, are skipped), the agents' Lease
 // namespace, and waits until every CRD is served.

@@ -93,6 +93,11 @@ func planPool(in planInput) (*poolPlan, error) {
 	if p.halted, err = haltOf(in.pool, p.degraded, p.machines, p.canary.active); err != nil {
 		return nil, err
 	}
+	if p.halted.reason == "" && p.canary.none != "" {
+		// Fail closed: a canary no node can be halts the pool rather
+		// than letting it go on untested.
+		p.halted = halt{haltNoCanary, p.canary.none}
+	}
 	p.endSoaks(in)
 	p.endCanary(b.fullLimit)
 	// A grant of this pass whose node keeps no slot after Done is given

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
@@ -26,7 +27,15 @@ type canaryPhase struct {
 	total, done int
 	bySelector  bool
 	bake        time.Duration
+	// none says why no node can be a canary (a selector that matches none
+	// of the pool's nodes): the pool halts rather than roll out without
+	// one. Empty when the canary can run.
+	none string
 }
+
+// haltNoCanary is the Halted condition's reason for a canary that no node
+// can be.
+const haltNoCanary = "NoCanaryNode"
 
 // canaryOf resolves the pool's canary over its managed nodes.
 func canaryOf(spec v1alpha1.UpdatePoolSpec, managed []*nodeView, target string) (canaryPhase, error) {
@@ -39,34 +48,59 @@ func canaryOf(spec v1alpha1.UpdatePoolSpec, managed []*nodeView, target string) 
 		return canaryPhase{}, err
 	}
 	phase := canaryPhase{bake: bake, bySelector: c.Selector != nil}
-	settled := func(n *nodeView) bool { return n.updated(target) && !n.granted() }
-	switch {
-	case c.Selector != nil:
-		for _, n := range managed {
-			if n.canary {
-				phase.total++
-				if settled(n) {
-					phase.done++
-				}
-			}
-		}
-	default:
-		nodes := c.Nodes
-		if nodes == nil {
-			nodes = &intstr.IntOrString{Type: intstr.Int, IntVal: 1}
-		}
-		if phase.total, err = countOrPercent(nodes, len(managed), "canary.nodes"); err != nil {
-			return canaryPhase{}, err
-		}
-		phase.total = min(phase.total, len(managed))
-		for _, n := range managed {
-			if settled(n) {
-				phase.done++
-			}
-		}
+	if c.Selector != nil {
+		phase.selectorCanaries(c.Selector, managed, target)
+	} else if err := phase.countedCanaries(c.Nodes, managed, target); err != nil {
+		return canaryPhase{}, err
 	}
 	phase.active = phase.done < phase.total
 	return phase, nil
+}
+
+// selectorCanaries counts the canaries a selector names. A selector that
+// matches none of the nodes still to update (a label typo) leaves the pool
+// without a canary: that is reported (none), never skipped, so the pool
+// does not go on at full maxUnavailable untested.
+func (phase *canaryPhase) selectorCanaries(sel *metav1.LabelSelector, managed []*nodeView, target string) {
+	matched, left := 0, false
+	for _, n := range managed {
+		left = left || !n.updated(target)
+		if !n.canary {
+			continue
+		}
+		matched++
+		if canaryDone(n, target) {
+			phase.done++
+		}
+		phase.total++
+	}
+	if matched == 0 && left {
+		phase.none = fmt.Sprintf("canary.selector %s matches none of the pool's %d nodes: nothing is granted until it names the canaries (label them, or fix the selector)",
+			metav1.FormatLabelSelector(sel), len(managed))
+	}
+}
+
+// countedCanaries counts the canaries canary.nodes asks for.
+func (phase *canaryPhase) countedCanaries(nodes *intstr.IntOrString, managed []*nodeView, target string) error {
+	if nodes == nil {
+		nodes = &intstr.IntOrString{Type: intstr.Int, IntVal: 1}
+	}
+	total, err := countOrPercent(nodes, len(managed), "canary.nodes")
+	if err != nil {
+		return err
+	}
+	phase.total = min(total, len(managed))
+	for _, n := range managed {
+		if canaryDone(n, target) {
+			phase.done++
+		}
+	}
+	return nil
+}
+
+// canaryDone reports whether n counts as a canary that ran the target.
+func canaryDone(n *nodeView, target string) bool {
+	return n.updated(target) && !n.granted()
 }
 
 // soakFor is how long n keeps its slot after Done: the canary's bake for

@@ -1,0 +1,55 @@
+package coordinator_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/test/cluster"
+)
+
+// labelNode merge-patches a node's labels (nil removes), as an admin
+// would.
+func labelNode(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, node string, set map[string]any) {
+	t.Helper()
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": set}})
+	if _, err := cp.Client().CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("label node %s: %v", node, err)
+	}
+}
+
+// TestCanarySelectorMatchingNoNodeHalts: a canary selector with a typo
+// matches no node. The pool must not go on at full maxUnavailable as if it
+// had no canary: it halts, naming the selector, and grants nothing; once a
+// node carries the label, that node alone is granted.
+func TestCanarySelectorMatchingNoNodeHalts(t *testing.T) {
+	t.Parallel()
+	const prefix = "canary-none"
+	r := newRig(t, prefix, 4, 3)
+	createPool(t, r.dyn, prefix, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector: groupSelector(prefix), OSImage: "os:cn1", MaxUnavailable: ptr.To(intstrInt(3)),
+		Canary: &v1alpha1.Canary{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"canray": "yes"}}, Bake: "1s"},
+	}})
+	runCoordinator(r.ctx, t, r.cp, r.dyn, prefix)
+	msg := waitPoolConditionIs(t, r.dyn, prefix, v1alpha1.PoolHalted, "True", "NoCanaryNode", 30*time.Second)
+	if !strings.Contains(msg, "canray=yes") {
+		t.Errorf("Halted message %q does not name the selector", msg)
+	}
+	waitPoolCondition(t, r.dyn, prefix, v1alpha1.PoolUpdating, 30*time.Second, "canray=yes")
+	r.agents.noGrantFor(t, 3*time.Second, "with a canary selector that matches no node")
+
+	labelNode(r.ctx, t, r.cp, r.nodes[2], map[string]any{"canray": "yes"})
+	g := r.agents.next(t, 30*time.Second)
+	if g.node != r.nodes[2] {
+		t.Fatalf("%s was granted, want the canary %s", g.node, r.nodes[2])
+	}
+	r.agents.noGrantFor(t, 2*time.Second, "while the canary updates")
+	waitPoolConditionIs(t, r.dyn, prefix, v1alpha1.PoolHalted, "False", "NotHalted", 30*time.Second)
+}

@@ -53,3 +53,36 @@ func TestCanarySelectorMatchingNoNodeHalts(t *testing.T) {
 	r.agents.noGrantFor(t, 2*time.Second, "while the canary updates")
 	waitPoolConditionIs(t, r.dyn, prefix, v1alpha1.PoolHalted, "False", "NotHalted", 30*time.Second)
 }
+
+// TestCanaryIsANodeTheCanaryUpdated: with canary.nodes 1, a node that
+// already runs the target (a new node, say) is not the canary: the pool
+// still updates one node first, alone, and bakes it before going on at
+// maxUnavailable.
+func TestCanaryIsANodeTheCanaryUpdated(t *testing.T) {
+	t.Parallel()
+	const prefix, target = "canary-prior", "os:cp1"
+	r := newRig(t, prefix, 3, 2)
+	if err := patchAnnotations(r.ctx, r.cp, r.nodes[0], map[string]any{v1alpha1.AnnotationTarget: target,
+		v1alpha1.AnnotationStaged: target, v1alpha1.AnnotationState: v1alpha1.StepDone, v1alpha1.AnnotationStateTarget: target}); err != nil {
+		t.Fatal(err)
+	}
+	createPool(t, r.dyn, prefix, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector: groupSelector(prefix), OSImage: target, MaxUnavailable: ptr.To(intstrInt(2)),
+		Canary: &v1alpha1.Canary{Nodes: ptr.To(intstrInt(1)), Bake: "3s"},
+	}})
+	runCoordinator(r.ctx, t, r.cp, r.dyn, prefix)
+	canary := r.agents.next(t, time.Minute)
+	if canary.node == r.nodes[0] {
+		t.Fatalf("%s, which ran the target already, was granted", canary.node)
+	}
+	r.agents.noGrantFor(t, 3*time.Second, "while the canary updates, although a node ran the target before")
+	r.agents.mustReport(r.ctx, t, canary, v1alpha1.StepDone)
+	waitAnnotationSet(t, r.cp, canary.node, v1alpha1.AnnotationSoakUntil, 30*time.Second)
+	bakeStart := time.Now()
+	next := r.agents.next(t, time.Minute)
+	if since := time.Since(bakeStart); since < 2*time.Second {
+		t.Errorf("%s was granted %s after the canary reported Done, before its 3 s bake", next.node, since)
+	}
+	r.agents.mustReport(r.ctx, t, next, v1alpha1.StepDone)
+	waitUpdated(t, r.cp, r.dyn, prefix, 3, 30*time.Second)
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -85,4 +86,38 @@ func TestCanaryIsANodeTheCanaryUpdated(t *testing.T) {
 	}
 	r.agents.mustReport(r.ctx, t, next, v1alpha1.StepDone)
 	waitUpdated(t, r.cp, r.dyn, prefix, 3, 30*time.Second)
+}
+
+// TestCanaryThatDoesNotServeAtTheEndOfItsBakeHolds: the canary reports
+// Done but loses its network during its bake. When the bake ends it has
+// not passed: it keeps its slot and nothing else is granted until it
+// serves again; then the pool goes on at maxUnavailable.
+func TestCanaryThatDoesNotServeAtTheEndOfItsBakeHolds(t *testing.T) {
+	t.Parallel()
+	const prefix = "canary-down"
+	r := newRig(t, prefix, 4, 3)
+	createPool(t, r.dyn, prefix, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector: groupSelector(prefix), OSImage: "os:cd1", MaxUnavailable: ptr.To(intstrInt(3)),
+		Canary: &v1alpha1.Canary{Nodes: ptr.To(intstrInt(1)), Bake: "2s"},
+	}})
+	runCoordinator(r.ctx, t, r.cp, r.dyn, prefix)
+	canary := r.agents.next(t, time.Minute)
+	r.agents.mustReport(r.ctx, t, canary, v1alpha1.StepDone)
+	waitAnnotationSet(t, r.cp, canary.node, v1alpha1.AnnotationSoakUntil, 30*time.Second)
+	setCondition(r.ctx, t, r.cp, canary.node, corev1.NodeNetworkUnavailable, corev1.ConditionTrue)
+	r.agents.noGrantFor(t, 5*time.Second, "after the bake of a canary that does not serve")
+	waitPoolCondition(t, r.dyn, prefix, v1alpha1.PoolUpdating, 30*time.Second, canary.node+" (soak over, kept until it serves again")
+	if g := getNode(r.ctx, t, r.cp, canary.node).Annotations[v1alpha1.AnnotationGrant]; g != canary.grant {
+		t.Errorf("the canary that does not serve lost its grant after its bake: grant %q, want %q", g, canary.grant)
+	}
+
+	setCondition(r.ctx, t, r.cp, canary.node, corev1.NodeNetworkUnavailable, corev1.ConditionFalse)
+	rest := []grantEvent{r.agents.next(t, 30*time.Second)}
+	for len(rest) < 3 {
+		rest = append(rest, r.agents.next(t, 10*time.Second))
+	}
+	for _, g := range rest {
+		r.agents.mustReport(r.ctx, t, g, v1alpha1.StepDone)
+	}
+	waitUpdated(t, r.cp, r.dyn, prefix, 4, 30*time.Second)
 }

@@ -352,17 +352,37 @@ func (p *poolPlan) endSoaks(in planInput) {
 		return
 	}
 	if in.pool.Spec.Gates == nil {
-		p.endSoak(p.soakOver)
+		p.endSoak(p.servingAfterSoak())
 		return
 	}
 	switch v := in.gates; {
 	case v == nil:
 		p.needGates = true
 	case v.passing:
-		p.endSoak(p.soakOver)
+		p.endSoak(p.servingAfterSoak())
 	default:
 		p.gateHalt = fmt.Sprintf("gate failed while %s soaked: %s: %s", strings.Join(append(slices.Clone(p.soaking), p.soakOver...), ", "), v.reason, v.message)
 	}
+}
+
+// servingAfterSoak returns the nodes whose soak is over that serve again.
+// The others keep their slot, soaking, until they do (a node event plans
+// the pool again then): a soak, and a canary's bake, passes only on a node
+// that serves. Released NotReady, the last canary would end the canary
+// phase as if it had passed.
+func (p *poolPlan) servingAfterSoak() []string {
+	var serving []string
+	for _, n := range p.soakOver {
+		why, down := p.downAfterSoak[n]
+		if !down {
+			serving = append(serving, n)
+			continue
+		}
+		p.soaking = append(p.soaking, n)
+		p.unavailable[n] = "soak over, kept until it serves again: " + why
+	}
+	p.soakOver = serving
+	return serving
 }
 
 // countAs is how node counts against the budget: a grant written but not

@@ -3,7 +3,10 @@ package coordinator_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/coordinator"
 	"github.com/nodeward/nodeward/test/cluster"
 )
 
@@ -120,4 +124,58 @@ func TestCanaryThatDoesNotServeAtTheEndOfItsBakeHolds(t *testing.T) {
 		r.agents.mustReport(r.ctx, t, g, v1alpha1.StepDone)
 	}
 	waitUpdated(t, r.cp, r.dyn, prefix, 4, 30*time.Second)
+}
+
+// TestHaltTheCacheHasNotSeenHoldsTheNextGrant: a gate that fails while a
+// node soaks halts the pool (persistHalt writes the annotation), and the
+// next pass may read the pool from a cache that has not seen the halt yet,
+// with the gate passing again. Here the halt is written on the API server
+// exactly between the cache read and the planning of the pass in which the
+// node's soak is over, so that pass plans from a pool without it: it must
+// still not release the soaking node as over and grant the next.
+func TestHaltTheCacheHasNotSeenHoldsTheNextGrant(t *testing.T) {
+	t.Parallel()
+	const prefix = "halt-stale"
+	r := newRig(t, prefix, 3, 1)
+	var mu sync.Mutex
+	var soakUntil time.Time // of the first node, once the test read it
+	var halted atomic.Bool
+	opts := coordinator.Config{Client: r.cp.Kube(), Dynamic: r.dyn, Resync: time.Second,
+		PoolLabelSelector: suiteLabel + "=" + prefix, DisableGuard: true,
+		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	coordinator.SetTestHooks(&opts, func(pool *v1alpha1.UpdatePool, now time.Time) {
+		mu.Lock()
+		over := !soakUntil.IsZero() && !now.Before(soakUntil)
+		mu.Unlock()
+		if pool.Name != prefix || !over || pool.Annotations[v1alpha1.AnnotationHalted] != "" || halted.Load() {
+			return
+		}
+		// What the last pass's persistHalt wrote, as the cache has not
+		// delivered it yet.
+		patchPoolAnnotations(r.ctx, t, r.dyn, prefix, map[string]any{
+			v1alpha1.AnnotationHalted: coordinator.HaltedByGate(pool, "gate failed while a node soaked: AlertFiring: test")})
+		halted.Store(true)
+	}, nil)
+	c := coordinator.New(opts)
+	go func() { _ = c.Run(r.ctx) }()
+	createPool(t, r.dyn, prefix, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector: groupSelector(prefix), OSImage: "os:hs1", MaxUnavailable: ptr.To(intstrInt(1)), Soak: "2s",
+	}})
+	first := r.agents.next(t, time.Minute)
+	r.agents.mustReport(r.ctx, t, first, v1alpha1.StepDone)
+	waitAnnotationSet(t, r.cp, first.node, v1alpha1.AnnotationSoakUntil, 30*time.Second)
+	until, err := time.Parse(time.RFC3339, getNode(r.ctx, t, r.cp, first.node).Annotations[v1alpha1.AnnotationSoakUntil])
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	soakUntil = until
+	mu.Unlock()
+
+	r.agents.noGrantFor(t, time.Until(until)+4*time.Second, "after the soak, by a pass that read the pool before its halt")
+	if !halted.Load() {
+		t.Fatal("no pass planned the end of the soak from a pool without its halt; the test did not exercise a stale cache")
+	}
+	waitPoolConditionIs(t, r.dyn, prefix, v1alpha1.PoolHalted, "True", "GateFailedWhileSoaking", 30*time.Second)
+	noGrantBut(r.ctx, t, r.cp, r.nodes, "", "while the pool is halted")
 }

@@ -295,7 +295,9 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 // plan plans pool, and when the plan needs the gates' verdict (it would
 // grant or end a soak) or the last verdict is older than Resync (the
 // status shows the gates while the pool waits), evaluates them and plans
-// again with the verdict.
+// again with the verdict. The evaluation is slow (a Prometheus query): the
+// plan with the verdict reads its input afresh, as planPass does, so that a
+// node relabelled into the pool or a grant that appeared meanwhile counts.
 func (c *Controller) plan(ctx context.Context, pool *v1alpha1.UpdatePool, now time.Time) (planInput, []*corev1.Node, *poolPlan, error) {
 	in, silent, plan, err := c.planPass(pool, now, nil)
 	if err != nil || pool.Spec.Gates == nil {
@@ -306,12 +308,7 @@ func (c *Controller) plan(ctx context.Context, pool *v1alpha1.UpdatePool, now ti
 		return in, silent, plan, nil
 	}
 	v := c.evaluateGates(ctx, pool, now)
-	in.gates = &v
-	plan, err = planPool(in)
-	if err != nil {
-		return in, nil, nil, fmt.Errorf("plan pool %s: %w", pool.Name, err)
-	}
-	return in, silent, plan, nil
+	return c.planPass(pool, now, &v)
 }
 
 // planPass plans pool from the caches: the expectations FIRST, then the

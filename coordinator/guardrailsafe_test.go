@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -178,4 +180,44 @@ func TestHaltTheCacheHasNotSeenHoldsTheNextGrant(t *testing.T) {
 	}
 	waitPoolConditionIs(t, r.dyn, prefix, v1alpha1.PoolHalted, "True", "GateFailedWhileSoaking", 30*time.Second)
 	noGrantBut(r.ctx, t, r.cp, r.nodes, "", "while the pool is halted")
+}
+
+// TestGatesVerdictIsPlannedOnWhatHoldsAfterTheEvaluation: evaluating the
+// gates is slow (a Prometheus query), and the pool changes meanwhile: a
+// cordoned node is relabelled into it while Prometheus answers. The grants
+// that follow the verdict must count that node: with maxUnavailable 2,
+// one node is granted, not two.
+func TestGatesVerdictIsPlannedOnWhatHoldsAfterTheEvaluation(t *testing.T) {
+	t.Parallel()
+	const prefix, target = "gate-slow", "os:gw1"
+	r := newRig(t, prefix, 2, 2)
+	for _, n := range r.nodes { // staged already: the first pass that plans a grant asks the gates
+		if err := patchAnnotations(r.ctx, r.cp, n, map[string]any{v1alpha1.AnnotationTarget: target,
+			v1alpha1.AnnotationStaged: target, v1alpha1.AnnotationState: v1alpha1.StepStaged, v1alpha1.AnnotationStateTarget: target}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	late := r.cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix + "-late", Count: 1})[0]
+	renewLeases(t, r.cp, []string{late})
+	cordon(r.ctx, t, r.cp, late, true)
+	var first sync.Once
+	prom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		first.Do(func() {
+			labelNode(r.ctx, t, r.cp, late, map[string]any{cluster.GroupLabel: prefix})
+			time.Sleep(1500 * time.Millisecond) // the node event reaches the coordinator's caches meanwhile
+		})
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"success","data":{"alerts":[]}}`))
+	}))
+	t.Cleanup(prom.Close)
+	createPool(t, r.dyn, prefix, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector: groupSelector(prefix), OSImage: target, MaxUnavailable: ptr.To(intstrInt(2)),
+		Gates: &v1alpha1.Gates{Prometheus: prom.URL, Alerts: &metav1.LabelSelector{}},
+	}})
+	runCoordinator(r.ctx, t, r.cp, r.dyn, prefix)
+	g := r.agents.next(t, time.Minute)
+	r.agents.noGrantFor(t, 3*time.Second, "with "+g.node+" updating and "+late+" cordoned in a pool of maxUnavailable 2")
+	waitPoolCondition(t, r.dyn, prefix, v1alpha1.PoolUpdating, 30*time.Second, late+" (cordoned")
+	cordon(r.ctx, t, r.cp, late, false)
+	r.agents.next(t, 30*time.Second)
 }

@@ -221,3 +221,46 @@ func TestGatesVerdictIsPlannedOnWhatHoldsAfterTheEvaluation(t *testing.T) {
 	cordon(r.ctx, t, r.cp, late, false)
 	r.agents.next(t, 30*time.Second)
 }
+
+// TestSoakingControlPlaneNodeKeepsTheClusterWideSlot: a control-plane node
+// that reported Done and soaks keeps its pool's slot, and the cluster-wide
+// one too: another pool's control-plane node is granted only once the
+// soak is over and the first node released.
+//
+// Not parallel: the cap is cluster-wide (TestControlPlaneNodesAreCappedClusterWide).
+func TestSoakingControlPlaneNodeKeepsTheClusterWideSlot(t *testing.T) {
+	cp, dyn := setup(t)
+	const suite, first, second = "cpsoak", "cpsoak-a", "cpsoak-b"
+	a := cp.CreateNodes(t, cluster.NodeSpec{Prefix: first, Count: 1, Role: "control-plane"})
+	b := cp.CreateNodes(t, cluster.NodeSpec{Prefix: second, Count: 1, Role: "control-plane"})
+	renewLeases(t, cp, append(append([]string{}, a...), b...))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	agents := scriptAgents(ctx, t, cp, cluster.GroupLabel+" in (cpsoak-a,cpsoak-b)")
+	runCoordinator(ctx, t, cp, dyn, suite)
+	createPool(t, dyn, suite, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: first}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector: groupSelector(first), OSImage: "os:cs1", Soak: "5s",
+	}})
+	g := agents.next(t, time.Minute)
+	agents.mustReport(ctx, t, g, v1alpha1.StepDone)
+	waitAnnotationSet(t, cp, g.node, v1alpha1.AnnotationSoakUntil, 30*time.Second)
+	createPool(t, dyn, suite, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: second}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector: groupSelector(second), OSImage: "os:cs1",
+	}})
+	waitPoolCondition(t, dyn, second, v1alpha1.PoolUpdating, 30*time.Second,
+		"control-plane node "+g.node+" (soaking after its update until", "one control-plane node at a time, cluster-wide")
+	noGrantBut(ctx, t, cp, b, "", "while another control-plane node soaks")
+	if got := getNode(ctx, t, cp, g.node).Annotations[v1alpha1.AnnotationGrant]; got != g.grant {
+		t.Fatalf("the soaking node %s lost its grant (%q) before the check: the test checked nothing", g.node, got)
+	}
+
+	next := agents.next(t, 30*time.Second)
+	if next.node != b[0] {
+		t.Fatalf("%s granted, want %s", next.node, b[0])
+	}
+	if got := getNode(ctx, t, cp, g.node).Annotations[v1alpha1.AnnotationGrant]; got != "" {
+		t.Errorf("%s granted while %s still keeps its slot (%s)", next.node, g.node, got)
+	}
+	agents.mustReport(ctx, t, next, v1alpha1.StepDone)
+	waitUpdated(t, cp, dyn, second, 1, 30*time.Second)
+}

@@ -26,6 +26,11 @@ type planInput struct {
 	// controlPlaneBusy says why no control-plane node may be granted: one
 	// is unavailable already, cluster-wide. Empty when none is.
 	controlPlaneBusy string
+	// controlPlaneSlots are the control-plane nodes that serve but keep
+	// the slot of a finished grant (a soak, a bake), with why: no other
+	// control-plane node is granted until it is released, unless this very
+	// plan releases it.
+	controlPlaneSlots map[string]string
 	// gates is the gates' verdict for this pass; nil until evaluated.
 	gates *gateVerdict
 	now   time.Time

@@ -24,7 +24,7 @@ type waitReason string
 const (
 	waitNone          waitReason = "none"           // nothing to do, or progressing
 	waitPaused        waitReason = "paused"         // spec.paused
-	waitHalted        waitReason = "halted"         // the failure budget is exhausted, a canary failed, or a gate failed during a soak
+	waitHalted        waitReason = "halted"         // the failure budget is exhausted, a canary failed or no node can be one, or a gate failed during a soak
 	waitGatesFailing  waitReason = "gates_failing"  // a health gate holds new grants
 	waitSoaking       waitReason = "soaking"        // staged nodes wait for nodes soaking after Done (or a canary baking)
 	waitOutsideWindow waitReason = "outside_window" // no maintenance window open

@@ -77,7 +77,7 @@ func buildInputWith(views *poolViews, pool *v1alpha1.UpdatePool, pools []*v1alph
 		if sel.controlPlane {
 			if down, why := controlPlaneDown(l.node, sel.matched, pending, l.leaseOK); down {
 				busy = append(busy, l.node.Name+" ("+why+")")
-			} else if kept, why := controlPlaneSlotKept(l.node); kept {
+			} else if kept, why := controlPlaneSlotKept(l.node, sel); kept {
 				if in.controlPlaneSlots == nil {
 					in.controlPlaneSlots = map[string]string{}
 				}
@@ -130,11 +130,13 @@ func controlPlaneDown(n *corev1.Node, matched []poolSelector, pending map[string
 // finished: soaking after Done (or baking as the last canary), or not yet
 // released by its pool. It counts against the cluster-wide limit of one
 // until its slot is given back: the soak watches the cluster with that node
-// updated before the next control-plane node is touched.
-func controlPlaneSlotKept(n *corev1.Node) (bool, string) {
+// updated before the next control-plane node is touched. A grant no pool
+// would release (its pool deleted, no pool selecting the node) is not
+// waited for: it would hold every control-plane node forever.
+func controlPlaneSlotKept(n *corev1.Node, sel selection) (bool, string) {
 	a := n.Annotations
 	switch {
-	case a[v1alpha1.AnnotationGrant] == "":
+	case a[v1alpha1.AnnotationGrant] == "" || (sel.owner == "" && len(sel.matched) == 0):
 		return false, ""
 	case a[v1alpha1.AnnotationSoakUntil] != "":
 		return true, "soaking after its update until " + a[v1alpha1.AnnotationSoakUntil]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -65,7 +66,7 @@ type Config struct {
 	// in each planning pass between the copy of the expectations and the
 	// listing of the nodes, with the pool the pass plans; the other gets
 	// each plan's unavailable nodes.
-	betweenReads func(pool *v1alpha1.UpdatePool)
+	betweenReads func(pool *v1alpha1.UpdatePool, now time.Time)
 	planned      func(pool string, unavailable map[string]string)
 }
 
@@ -260,20 +261,12 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	if len(plan.grant) > 0 {
-		// A grant is only written under the pool as the API server has it
-		// now: after an API server restart the pool watch can lag for
-		// seconds, and a lowered maxUnavailable (or a pause) not yet
-		// delivered must not be granted past.
-		fresh, err := c.freshPool(ctx, pool.Name)
+	if writesSlots(plan) {
+		fresh, changed, err := c.confirmPool(ctx, pool)
 		if err != nil || fresh == nil {
 			return err
 		}
-		// The generation moves with the spec only, not with the status
-		// this controller writes every second.
-		if fresh.Generation != pool.Generation || fresh.UID != pool.UID {
-			c.opts.Log.Info("pool spec changed since the cache read; planning again with the API server's copy",
-				"pool", pool.Name, "cachedGeneration", pool.Generation, "generation", fresh.Generation)
+		if changed {
 			pool = fresh
 			if in, silent, plan, err = c.plan(ctx, pool, now); err != nil {
 				return err
@@ -312,7 +305,9 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 // plan plans pool, and when the plan needs the gates' verdict (it would
 // grant or end a soak) or the last verdict is older than Resync (the
 // status shows the gates while the pool waits), evaluates them and plans
-// again with the verdict.
+// again with the verdict. The evaluation is slow (a Prometheus query): the
+// plan with the verdict reads its input afresh, as planPass does, so that a
+// node relabelled into the pool or a grant that appeared meanwhile counts.
 func (c *Controller) plan(ctx context.Context, pool *v1alpha1.UpdatePool, now time.Time) (planInput, []*corev1.Node, *poolPlan, error) {
 	in, silent, plan, err := c.planPass(pool, now, nil)
 	if err != nil || pool.Spec.Gates == nil {
@@ -323,12 +318,7 @@ func (c *Controller) plan(ctx context.Context, pool *v1alpha1.UpdatePool, now ti
 		return in, silent, plan, nil
 	}
 	v := c.evaluateGates(ctx, pool, now)
-	in.gates = &v
-	plan, err = planPool(in)
-	if err != nil {
-		return in, nil, nil, fmt.Errorf("plan pool %s: %w", pool.Name, err)
-	}
-	return in, silent, plan, nil
+	return c.planPass(pool, now, &v)
 }
 
 // planPass plans pool from the caches: the expectations FIRST, then the
@@ -340,7 +330,7 @@ func (c *Controller) planPass(pool *v1alpha1.UpdatePool, now time.Time, gates *g
 	defer func() { c.opts.Metrics.planSeconds.WithLabelValues(pool.Name).Observe(time.Since(start).Seconds()) }()
 	pending := c.expectations.nodes()
 	if c.opts.betweenReads != nil {
-		c.opts.betweenReads(pool)
+		c.opts.betweenReads(pool, now)
 	}
 	in, silent, err := c.input(pool, pending, now)
 	if err != nil {
@@ -357,6 +347,37 @@ func (c *Controller) planPass(pool *v1alpha1.UpdatePool, now time.Time, gates *g
 	return in, silent, plan, nil
 }
 
+// writesSlots reports whether plan grants, releases or starts a soak: what
+// must never be written under a pool the cache has stale.
+func writesSlots(plan *poolPlan) bool {
+	return len(plan.grant)+len(plan.release)+len(plan.startSoak) > 0
+}
+
+// confirmPool reads pool from the API server before a plan that grants,
+// releases or starts a soak is written, and reports whether what a plan
+// reads of it changed since the cache read: after an API server restart the
+// pool watch can lag for seconds, and a lowered maxUnavailable or a pause
+// not yet delivered must not be granted past; nor may a halt this
+// controller wrote in its last pass (persistHalt), which the cache may not
+// show yet, be lost to a gate passing again (its soaking nodes released as
+// over, the next granted). It returns nil when the pool is gone.
+func (c *Controller) confirmPool(ctx context.Context, pool *v1alpha1.UpdatePool) (*v1alpha1.UpdatePool, bool, error) {
+	fresh, err := c.freshPool(ctx, pool.Name)
+	if err != nil || fresh == nil {
+		return nil, false, err
+	}
+	// The generation moves with the spec only, not with the status this
+	// controller writes every second; the annotations hold the halt and
+	// the acknowledged failures.
+	if fresh.Generation == pool.Generation && fresh.UID == pool.UID && maps.Equal(fresh.Annotations, pool.Annotations) {
+		return fresh, false, nil
+	}
+	c.opts.Log.Info("pool changed since the cache read; planning again with the API server's copy",
+		"pool", pool.Name, "cachedGeneration", pool.Generation, "generation", fresh.Generation,
+		"halted", fresh.Annotations[v1alpha1.AnnotationHalted])
+	return fresh, true, nil
+}
+
 // freshPool reads pool from the API server (a quorum read), or nil when
 // it is gone.
 func (c *Controller) freshPool(ctx context.Context, name string) (*v1alpha1.UpdatePool, error) {
@@ -365,7 +386,7 @@ func (c *Controller) freshPool(ctx context.Context, name string) (*v1alpha1.Upda
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read pool %s before granting: %w", name, err)
+		return nil, fmt.Errorf("read pool %s before writing grants or releases: %w", name, err)
 	}
 	var pool v1alpha1.UpdatePool
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &pool); err != nil {

@@ -1,11 +1,13 @@
 package coordinator
 
 import (
+	"time"
+
 	"github.com/nodeward/nodeward/api/v1alpha1"
 )
 
 // SetTestHooks installs the reconcile hooks of Config (see there).
-func SetTestHooks(o *Config, betweenReads func(*v1alpha1.UpdatePool), planned func(pool string, unavailable map[string]string)) {
+func SetTestHooks(o *Config, betweenReads func(*v1alpha1.UpdatePool, time.Time), planned func(pool string, unavailable map[string]string)) {
 	o.betweenReads, o.planned = betweenReads, planned
 }
 

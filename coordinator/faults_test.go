@@ -254,7 +254,7 @@ func TestNodeEventBetweenTheReadsNeverHidesAGrant(t *testing.T) {
 	opts := coordinator.Config{Client: faultyClient(t, cp, f), Dynamic: dyn, Resync: time.Second,
 		PoolLabelSelector: suiteLabel + "=" + prefix, DisableGuard: true,
 		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	coordinator.SetTestHooks(&opts, func(*v1alpha1.UpdatePool) {
+	coordinator.SetTestHooks(&opts, func(*v1alpha1.UpdatePool, time.Time) {
 		raced = ""
 		for node, grant := range c.Expectations() {
 			if c.CachedGrant(node) == grant {
@@ -310,7 +310,7 @@ func TestStalePoolCacheNeverGrantsPastALoweredLimit(t *testing.T) {
 	opts := coordinator.Config{Client: cp.Kube(), Dynamic: dyn, Resync: time.Second,
 		PoolLabelSelector: suiteLabel + "=" + prefix, DisableGuard: true,
 		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	coordinator.SetTestHooks(&opts, func(pool *v1alpha1.UpdatePool) {
+	coordinator.SetTestHooks(&opts, func(pool *v1alpha1.UpdatePool, _ time.Time) {
 		if pool.Name != prefix || pool.Spec.Paused || pool.Spec.MaxUnavailable.IntValue() != 3 || lowered.Load() {
 			return
 		}

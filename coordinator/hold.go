@@ -1,7 +1,10 @@
 package coordinator
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 )
 
 // hold says why a pool with nodes left to update grants none now, once:
@@ -21,7 +24,7 @@ type waitReason string
 const (
 	waitNone          waitReason = "none"           // nothing to do, or progressing
 	waitPaused        waitReason = "paused"         // spec.paused
-	waitHalted        waitReason = "halted"         // the failure budget is exhausted, a canary failed, or a gate failed during a soak
+	waitHalted        waitReason = "halted"         // the failure budget is exhausted, a canary failed or no node can be one, or a gate failed during a soak
 	waitGatesFailing  waitReason = "gates_failing"  // a health gate holds new grants
 	waitSoaking       waitReason = "soaking"        // staged nodes wait for nodes soaking after Done (or a canary baking)
 	waitOutsideWindow waitReason = "outside_window" // no maintenance window open
@@ -49,19 +52,32 @@ func (p *poolPlan) decideGrants(in planInput, c candidacy, busyZones map[string]
 		return nil
 	}
 	// One control-plane node at a time, cluster-wide, whatever pools
-	// select them: none while another is unavailable, at most one here.
-	controlPlane := 1
-	if in.controlPlaneBusy != "" {
+	// select them: none while another is unavailable or keeps its slot,
+	// at most one here.
+	controlPlane, busy := 1, cmp.Or(in.controlPlaneBusy, p.controlPlaneSlotKept(in.controlPlaneSlots))
+	if busy != "" {
 		controlPlane = 0
 	}
 	p.grant = pickGrants(c.nodes, busyZones, p.limit-len(p.unavailable), controlPlane)
 	if len(p.grant) == 0 {
 		p.hold = hold{reason: c.reason(p, in.gates)}
 		if controlPlane == 0 {
-			p.hold.message = in.controlPlaneBusy
+			p.hold.message = busy
 		}
 	}
 	return nil
+}
+
+// controlPlaneSlotKept says why no control-plane node may be granted
+// because one keeps the slot of a finished grant (slots: node → why), or
+// "" when none does but those this plan releases.
+func (p *poolPlan) controlPlaneSlotKept(slots map[string]string) string {
+	for _, name := range slices.Sorted(maps.Keys(slots)) {
+		if !slices.Contains(p.release, name) {
+			return "control-plane node " + name + " (" + slots[name] + ") keeps its slot: one control-plane node at a time, cluster-wide"
+		}
+	}
+	return ""
 }
 
 // holdOf decides, in one order, whether the pool may grant now (open) or

@@ -29,6 +29,11 @@ type planInput struct {
 	// departed are the nodes deleted mid-update that the pool counts as
 	// unavailable (departures).
 	departed poolDepartures
+	// controlPlaneSlots are the control-plane nodes that serve but keep
+	// the slot of a finished grant (a soak, a bake), with why: no other
+	// control-plane node is granted until it is released, unless this very
+	// plan releases it.
+	controlPlaneSlots map[string]string
 	// gates is the gates' verdict for this pass; nil until evaluated.
 	gates *gateVerdict
 	now   time.Time
@@ -95,6 +100,11 @@ func planPool(in planInput) (*poolPlan, error) {
 	p.setTarget = targetsToSet(b.managed, counted.frozen, p.target, in.pool.Spec.MaxStaging)
 	if p.halted, err = haltOf(in.pool, p.degraded, p.machines, p.canary.active); err != nil {
 		return nil, err
+	}
+	if p.halted.reason == "" && p.canary.none != "" {
+		// Fail closed: a canary no node can be halts the pool rather
+		// than letting it go on untested.
+		p.halted = halt{haltNoCanary, p.canary.none}
 	}
 	p.endSoaks(in)
 	p.endCanary(b.fullLimit)
@@ -354,17 +364,37 @@ func (p *poolPlan) endSoaks(in planInput) {
 		return
 	}
 	if in.pool.Spec.Gates == nil {
-		p.endSoak(p.soakOver)
+		p.endSoak(p.servingAfterSoak())
 		return
 	}
 	switch v := in.gates; {
 	case v == nil:
 		p.needGates = true
 	case v.passing:
-		p.endSoak(p.soakOver)
+		p.endSoak(p.servingAfterSoak())
 	default:
 		p.gateHalt = fmt.Sprintf("gate failed while %s soaked: %s: %s", strings.Join(append(slices.Clone(p.soaking), p.soakOver...), ", "), v.reason, v.message)
 	}
+}
+
+// servingAfterSoak returns the nodes whose soak is over that serve again.
+// The others keep their slot, soaking, until they do (a node event plans
+// the pool again then): a soak, and a canary's bake, passes only on a node
+// that serves. Released NotReady, the last canary would end the canary
+// phase as if it had passed.
+func (p *poolPlan) servingAfterSoak() []string {
+	var serving []string
+	for _, n := range p.soakOver {
+		why, down := p.downAfterSoak[n]
+		if !down {
+			serving = append(serving, n)
+			continue
+		}
+		p.soaking = append(p.soaking, n)
+		p.unavailable[n] = "soak over, kept until it serves again: " + why
+	}
+	p.soakOver = serving
+	return serving
 }
 
 // countAs is how node counts against the budget: a grant written but not

@@ -396,3 +396,38 @@ func TestPlanControlPlaneCapAndZeroPercent(t *testing.T) {
 		t.Fatalf("0%%: grant %v waiting %q", p.grant, p.hold.message)
 	}
 }
+
+// TestControlPlaneSlotKeptUntilReleased: a control-plane node that serves
+// but soaks after Done keeps the cluster-wide slot; one that holds a
+// finished grant no pool would release (no pool selects it) does not hold
+// every other control-plane node forever.
+func TestControlPlaneSlotKeptUntilReleased(t *testing.T) {
+	soaking := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp-0", ResourceVersion: "1",
+		Labels: map[string]string{"node-role.kubernetes.io/control-plane": "", "group": "a"},
+		Annotations: map[string]string{v1alpha1.AnnotationGrant: "g1", v1alpha1.AnnotationState: string(v1alpha1.StepDone),
+			v1alpha1.AnnotationStateGrant: "g1", v1alpha1.AnnotationStateTarget: "os:1", v1alpha1.AnnotationTarget: "os:1",
+			v1alpha1.AnnotationSoakUntil: now.Add(time.Minute).Format(time.RFC3339)}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	mkPool := func(name, group string) *v1alpha1.UpdatePool {
+		p := pool(intstr.FromInt32(1))
+		p.Name, p.Spec.OSImage = name, "os:1"
+		p.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"group": group}}
+		return p
+	}
+	alive := func(string) bool { return true }
+	other := mkPool("b", "b")
+	in, _, err := buildInput(other, []*v1alpha1.UpdatePool{mkPool("a", "a"), other}, []*corev1.Node{soaking}, alive, nil, nil, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, kept := in.controlPlaneSlots["cp-0"]; !kept {
+		t.Errorf("a soaking control-plane node of another pool keeps no cluster-wide slot: %v", in.controlPlaneSlots)
+	}
+	in, _, err = buildInput(other, []*v1alpha1.UpdatePool{other}, []*corev1.Node{soaking}, alive, nil, nil, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.controlPlaneSlots) > 0 {
+		t.Errorf("a finished grant no pool would release keeps the cluster-wide slot: %v", in.controlPlaneSlots)
+	}
+}

@@ -88,6 +88,11 @@ func buildInputWith(views *poolViews, pool *v1alpha1.UpdatePool, pools []*v1alph
 		if sel.controlPlane {
 			if down, why := controlPlaneDown(l.node, sel.matched, pending, l.leaseOK); down {
 				busy = append(busy, l.node.Name+" ("+why+")")
+			} else if kept, why := controlPlaneSlotKept(l.node, sel); kept {
+				if in.controlPlaneSlots == nil {
+					in.controlPlaneSlots = map[string]string{}
+				}
+				in.controlPlaneSlots[l.node.Name] = why
 			}
 		}
 		if !sel.selected && (sel.owner != pool.Name || !sel.granted) {
@@ -129,6 +134,25 @@ func controlPlaneDown(n *corev1.Node, matched []poolSelector, pending map[string
 		}
 	}
 	return false, ""
+}
+
+// controlPlaneSlotKept reports whether a control-plane node that
+// controlPlaneDown does not count still keeps the slot of a grant it
+// finished: soaking after Done (or baking as the last canary), or not yet
+// released by its pool. It counts against the cluster-wide limit of one
+// until its slot is given back: the soak watches the cluster with that node
+// updated before the next control-plane node is touched. A grant no pool
+// would release (its pool deleted, no pool selecting the node) is not
+// waited for: it would hold every control-plane node forever.
+func controlPlaneSlotKept(n *corev1.Node, sel selection) (bool, string) {
+	a := n.Annotations
+	switch {
+	case a[v1alpha1.AnnotationGrant] == "" || (sel.owner == "" && len(sel.matched) == 0):
+		return false, ""
+	case a[v1alpha1.AnnotationSoakUntil] != "":
+		return true, "soaking after its update until " + a[v1alpha1.AnnotationSoakUntil]
+	}
+	return true, "finished its update, slot not yet released"
 }
 
 func (c *Controller) pool(key string) (*v1alpha1.UpdatePool, error) {

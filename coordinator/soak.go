@@ -2,8 +2,10 @@ package coordinator
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
@@ -26,7 +28,15 @@ type canaryPhase struct {
 	total, done int
 	bySelector  bool
 	bake        time.Duration
+	// none says why no node can be a canary (a selector that matches none
+	// of the pool's nodes): the pool halts rather than roll out without
+	// one. Empty when the canary can run.
+	none string
 }
+
+// haltNoCanary is the Halted condition's reason for a canary that no node
+// can be.
+const haltNoCanary = "NoCanaryNode"
 
 // canaryOf resolves the pool's canary over its managed nodes.
 func canaryOf(spec v1alpha1.UpdatePoolSpec, managed []*nodeView, target string) (canaryPhase, error) {
@@ -39,34 +49,82 @@ func canaryOf(spec v1alpha1.UpdatePoolSpec, managed []*nodeView, target string) 
 		return canaryPhase{}, err
 	}
 	phase := canaryPhase{bake: bake, bySelector: c.Selector != nil}
-	settled := func(n *nodeView) bool { return n.updated(target) && !n.granted() }
-	switch {
-	case c.Selector != nil:
-		for _, n := range managed {
-			if n.canary {
-				phase.total++
-				if settled(n) {
-					phase.done++
-				}
-			}
-		}
-	default:
-		nodes := c.Nodes
-		if nodes == nil {
-			nodes = &intstr.IntOrString{Type: intstr.Int, IntVal: 1}
-		}
-		if phase.total, err = countOrPercent(nodes, len(managed), "canary.nodes"); err != nil {
-			return canaryPhase{}, err
-		}
-		phase.total = min(phase.total, len(managed))
-		for _, n := range managed {
-			if settled(n) {
-				phase.done++
-			}
-		}
+	// ConfigName(spec) names target (the pool plans spec.OSImage).
+	config := ConfigName(spec)
+	if c.Selector != nil {
+		phase.selectorCanaries(c.Selector, managed, target, config)
+	} else if err := phase.countedCanaries(c.Nodes, managed, target, config); err != nil {
+		return canaryPhase{}, err
 	}
 	phase.active = phase.done < phase.total
 	return phase, nil
+}
+
+// selectorCanaries counts the canaries a selector names: those that ran
+// the target under a grant for it, and those that still need it. A
+// selector that matches none of them while nodes still need the target (a
+// label typo, or only canaries that ran the target before) leaves the pool
+// without a canary: that is reported (none), never skipped, so the pool
+// does not go on at full maxUnavailable untested.
+func (phase *canaryPhase) selectorCanaries(sel *metav1.LabelSelector, managed []*nodeView, target, config string) {
+	matched, left := 0, false
+	for _, n := range managed {
+		left = left || !n.updated(target)
+		if !n.canary {
+			continue
+		}
+		matched++
+		switch {
+		case canaryDone(n, target, config):
+			phase.done++
+			phase.total++
+		case !n.updated(target):
+			phase.total++
+		}
+	}
+	switch {
+	case !left || phase.total > 0:
+	case matched == 0:
+		phase.none = fmt.Sprintf("canary.selector %s matches none of the pool's %d nodes: nothing is granted until it names the canaries (label them, or fix the selector)",
+			metav1.FormatLabelSelector(sel), len(managed))
+	default:
+		phase.none = fmt.Sprintf("canary.selector %s matches only nodes that ran the target before, outside this canary (%d): none can bake it; label nodes that still need the target",
+			metav1.FormatLabelSelector(sel), matched)
+	}
+}
+
+// countedCanaries counts the canaries canary.nodes asks for: the nodes
+// that ran the target under a grant for it, then as many of the nodes that
+// still need it. A node that ran the target before (a new node, one
+// updated outside the pool) was never a canary of this target.
+func (phase *canaryPhase) countedCanaries(nodes *intstr.IntOrString, managed []*nodeView, target, config string) error {
+	if nodes == nil {
+		nodes = &intstr.IntOrString{Type: intstr.Int, IntVal: 1}
+	}
+	total, err := countOrPercent(nodes, len(managed), "canary.nodes")
+	if err != nil {
+		return err
+	}
+	left := 0
+	for _, n := range managed {
+		switch {
+		case canaryDone(n, target, config):
+			phase.done++
+		case !n.updated(target):
+			left++
+		}
+	}
+	phase.total = min(total, phase.done+left)
+	return nil
+}
+
+// canaryDone reports whether n is a canary of target that is done: it
+// runs target with its slot given back, and the grant it last reported on
+// was issued for target (grant names start with the target's config name,
+// grantNames.next). A node that ran target before any grant for it does
+// not count.
+func canaryDone(n *nodeView, target, config string) bool {
+	return n.updated(target) && !n.granted() && strings.HasPrefix(n.stateGrnt, config+"-")
 }
 
 // soakFor is how long n keeps its slot after Done: the canary's bake for

@@ -150,10 +150,13 @@ func TestCanaryGoesFirstOneAtATimeThenBakes(t *testing.T) {
 		s.Canary = &v1alpha1.Canary{Nodes: ptr.To(intstr.FromInt32(2)), Bake: "30m"}
 	})
 	f := healthy(6)
+	// Grants are named after the target's config (grantNames.next): that
+	// is how a canary done is told from a node that ran the target before.
+	g1, g2 := ConfigName(p.Spec)+"-1-1", ConfigName(p.Spec)+"-1-2"
 	if pl := planWith(t, p, f, nil); !slices.Equal(pl.grant, []string{"n00"}) || !pl.canary.active || pl.releaseAtDone {
 		t.Fatalf("canary start: granted %v (canary %+v, released by its agent %v), want n00 alone, released by the coordinator", pl.grant, pl.canary, pl.releaseAtDone)
 	}
-	f.done(0, "g1")
+	f.done(0, g1)
 	pl := planWith(t, p, f, nil)
 	if len(pl.startSoak) > 0 || !slices.Equal(pl.release, []string{"n00"}) || !slices.Equal(pl.grant, []string{"n01"}) {
 		t.Fatalf("first canary done: soaks %v, released %v, granted %v; want it released and n01 next", pl.startSoak, pl.release, pl.grant)
@@ -163,7 +166,7 @@ func TestCanaryGoesFirstOneAtATimeThenBakes(t *testing.T) {
 	}
 	f.settled(0)
 	f.annotate(0, v1alpha1.AnnotationGrant, "")
-	f.done(1, "g2")
+	f.done(1, g2)
 	pl = planWith(t, p, f, nil)
 	if got := pl.startSoak["n01"]; !got.Equal(now.Add(30*time.Minute)) || len(pl.grant) > 0 {
 		t.Fatalf("last canary done: bakes until %v, granted %v; want a 30m bake and nothing granted", got, pl.grant)

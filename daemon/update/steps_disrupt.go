@@ -16,6 +16,14 @@ import (
 )
 
 func (m *Machine) cordoning(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
+	// The cordon is the first disruption: it needs the grant as much as
+	// the drain and the reboot do. A Node re-created while the agent sat
+	// here holds no grant, and cordoning it disrupted a node the
+	// coordinator counted available (the protocol simulator found two
+	// control-plane nodes down at once).
+	if back := m.grantStillOurs(node, want); back != "" {
+		return back, nil
+	}
 	if len(drain.PreDrain.Hooks(node)) > 0 {
 		return v1alpha1.StepHooksPreDrain, nil // a hook came back since it was checked
 	}
@@ -35,28 +43,41 @@ func (m *Machine) cordoning(ctx context.Context, node *corev1.Node, want Desired
 		m.state.Reason = "node was cordoned by someone else; nodeward leaves it alone"
 		return v1alpha1.StepYielding, nil
 	}
-	m.state.Cordoned, m.state.NodeUID = true, string(node.UID)
+	m.state.Cordoned = true
 	return v1alpha1.StepDraining, nil
 }
 
-// disruptionStillOurs checks, between the cordon and the reboot, that the
-// Node is the object nodeward cordoned, still cordoned, and still granted
-// the slot; otherwise the reboot must not happen on this drain. It returns
-// the step to go back to, or "" when all holds.
-func (m *Machine) disruptionStillOurs(node *corev1.Node, want Desired) v1alpha1.Step {
+// grantStillOurs checks, at every step that can disrupt, that the Node is
+// the object the grant was taken on and that the grant (its name and
+// target) is still the one taken. Once finalized the node is drained
+// whatever happens to its grant: the next boot starts the target. It
+// returns the step to go back to, or "" when both hold.
+func (m *Machine) grantStillOurs(node *corev1.Node, want Desired) v1alpha1.Step {
 	st := &m.state
 	switch {
-	case st.NodeUID != "" && string(node.UID) != st.NodeUID:
+	case m.nodeReplaced(node):
 		// A new object: not cordoned, not drained, no grant. Nothing of
 		// this update's disruption holds; start over from Staged.
 		st.Cordoned, st.Grant, st.NodeUID, st.DrainSince = false, "", "", time.Time{}
-		st.Reason = "the Node object was deleted and created again mid-update: its drain is void"
+		st.Reason = "the Node object was deleted and created again mid-update: its grant and drain are void"
 		return v1alpha1.StepStaged
-	case want.Grant != st.Grant && !st.Finalized:
+	case !m.grantHeld(want) && !st.Finalized:
 		st.Reason = "the grant was withdrawn before the reboot: giving the slot back"
 		return v1alpha1.StepYielding
-	case !node.Spec.Unschedulable && !want.SkipDrain:
-		st.Reason = "the node was uncordoned mid-update: cordoning and draining again"
+	}
+	return ""
+}
+
+// disruptionStillOurs checks, between the cordon and the reboot, that the
+// grant is still ours (grantStillOurs) and the node still cordoned;
+// otherwise the reboot must not happen on this drain. It returns the step
+// to go back to, or "" when all holds.
+func (m *Machine) disruptionStillOurs(node *corev1.Node, want Desired) v1alpha1.Step {
+	if back := m.grantStillOurs(node, want); back != "" {
+		return back
+	}
+	if !node.Spec.Unschedulable && !want.SkipDrain {
+		m.state.Reason = "the node was uncordoned mid-update: cordoning and draining again"
 		return v1alpha1.StepCordoning
 	}
 	return ""
@@ -203,7 +224,7 @@ func (m *Machine) rebooting(ctx context.Context, node *corev1.Node, want Desired
 	}
 	st := &m.state
 	switch {
-	case st.NodeUID != "" && string(node.UID) != st.NodeUID:
+	case m.nodeReplaced(node):
 		st.Cordoned, st.NodeUID, st.Grant, st.DrainSince = false, "", "", time.Time{}
 		st.Reason = "the Node object was re-created after the finalize: waiting for a new grant before draining and rebooting"
 		return v1alpha1.StepStaged, nil

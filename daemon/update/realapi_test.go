@@ -1,0 +1,160 @@
+package update
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodeward/nodeward/api/kube"
+	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/drain"
+	"github.com/nodeward/nodeward/test/cluster"
+)
+
+// The tests in this file run the machine against the project's real API
+// server: the Node, its annotations, the cordon and the drain are real;
+// only the OS, the reboot and the boot ID are the fake world's.
+
+var env cluster.Env
+
+func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+
+// apiWorld is one real Node driven by a machine whose OS is the fake w.
+type apiWorld struct {
+	*world
+	t      *testing.T
+	cp     *cluster.ControlPlane
+	client *kube.Client
+	name   string
+}
+
+// newAPIWorld creates a kwok node named prefix-0, booted on os-1.
+func newAPIWorld(t *testing.T, prefix string) *apiWorld {
+	t.Helper()
+	cp := env.ControlPlane(t)
+	names := cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 1})
+	return &apiWorld{world: newWorld(t, "os-1"), t: t, cp: cp, client: cp.Kube(), name: names[0]}
+}
+
+// Node implements NodeSource with a read from the API server.
+func (a *apiWorld) Node(ctx context.Context) (*corev1.Node, error) {
+	return a.client.Nodes().Get(ctx, a.name, metav1.GetOptions{})
+}
+
+// apiMachine builds the machine a fresh agent process would, its state in
+// dir, its protocol and its workloads on the real API server.
+func (a *apiWorld) apiMachine(dir string) *Machine {
+	a.t.Helper()
+	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
+	workloads, err := NewKubeWorkloads(drain.Config{Client: a.client, Node: a.name, Log: discard})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	m, err := NewMachine(Config{
+		Store: Store{Path: filepath.Join(dir, "update-state.json")},
+		Node:  a, Protocol: &AnnotationProtocol{Client: a.client, Node: a.name},
+		OS: a.world, Reboot: a.world, BootID: a.world.BootID, Workloads: workloads,
+		Log: discard, Now: a.world.clock,
+		DrainTimeout: time.Minute, DrainAttempt: 5 * time.Second, HealthTimeout: time.Minute, RebootRetry: time.Hour,
+	})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return m
+}
+
+// coordinator writes annotations as the coordinator does (nil removes).
+func (a *apiWorld) coordinator(set map[string]*string) {
+	a.t.Helper()
+	if _, err := PatchAnnotations(a.t.Context(), a.client, a.name, set); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+// grant writes target and a grant issued for it.
+func (a *apiWorld) grant(target, grant string) {
+	a.coordinator(map[string]*string{v1alpha1.AnnotationTarget: &target,
+		v1alpha1.AnnotationGrant: &grant, v1alpha1.AnnotationGrantTarget: &target})
+}
+
+func (a *apiWorld) get() *corev1.Node {
+	a.t.Helper()
+	n, err := a.Node(a.t.Context())
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return n
+}
+
+// adminSetUnschedulable patches spec.unschedulable as kubectl cordon and
+// uncordon do: a patch under their field manager, false as null.
+func (a *apiWorld) adminSetUnschedulable(on bool) {
+	a.t.Helper()
+	value := any(nil)
+	if on {
+		value = true
+	}
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"unschedulable": value}})
+	if _, err := a.client.Nodes().Patch(a.t.Context(), a.name, types.StrategicMergePatchType, patch,
+		metav1.PatchOptions{FieldManager: "kubectl-cordon"}); err != nil {
+		a.t.Fatalf("admin sets unschedulable=%t: %v", on, err)
+	}
+}
+
+// recreate deletes the Node and creates it again under the same name, as a
+// re-registering kubelet would: a new UID, the coordinator's target but no
+// grant, no cordon and no record.
+func (a *apiWorld) recreate() types.UID {
+	a.t.Helper()
+	ctx := a.t.Context()
+	old := a.get()
+	if err := a.client.Nodes().Delete(ctx, a.name, metav1.DeleteOptions{}); err != nil {
+		a.t.Fatalf("delete node: %v", err)
+	}
+	fresh := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.name, Labels: old.Labels,
+		Annotations: map[string]string{cluster.KwokAnnotation: "fake", "node.alpha.kubernetes.io/ttl": "0",
+			v1alpha1.AnnotationTarget: old.Annotations[v1alpha1.AnnotationTarget]}},
+		Status: corev1.NodeStatus{Capacity: old.Status.Capacity, Allocatable: old.Status.Allocatable}}
+	cluster.WaitFor(a.t, 30*time.Second, "node "+a.name+" created again", func(ctx context.Context) (bool, error) {
+		_, err := a.client.Nodes().Create(ctx, fresh, metav1.CreateOptions{})
+		return err == nil, err // the old object may still be finalizing
+	})
+	return a.get().UID
+}
+
+// A Node deleted and created again while the agent sits in Cordoning holds
+// no grant: the agent must not cordon it (it did, then drained it, while
+// the coordinator granted another node; the protocol simulator found two
+// control-plane nodes disrupted at once).
+func TestNodeRecreatedWhileCordoningIsNotCordoned(t *testing.T) {
+	t.Parallel()
+	a := newAPIWorld(t, "recreate-cordoning")
+	a.grant("os-2", "g1")
+	m := a.apiMachine(t.TempDir())
+	runUntil(t, m, v1alpha1.StepCordoning)
+	uid := a.recreate()
+	if _, err := m.Advance(t.Context()); err != nil {
+		t.Fatalf("advance after the re-creation: %v", err)
+	}
+	node := a.get()
+	if node.UID != uid {
+		t.Fatalf("node UID %s, want the re-created %s", node.UID, uid)
+	}
+	if st := m.State(); node.Spec.Unschedulable || st.Step != v1alpha1.StepStaged || st.Grant != "" {
+		t.Fatalf("re-created node without a grant: unschedulable %t, step %s, grant %q; want it left schedulable, Staged without a grant",
+			node.Spec.Unschedulable, st.Step, st.Grant)
+	}
+	a.grant("os-2", "g2") // a grant for the new object is used
+	if got := settle(t, m); got != v1alpha1.StepRebooting || !a.get().Spec.Unschedulable {
+		t.Fatalf("with a new grant: step %s, want Rebooting, cordoned", got)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,3 +159,61 @@ func TestNodeRecreatedWhileCordoningIsNotCordoned(t *testing.T) {
 		t.Fatalf("with a new grant: step %s, want Rebooting, cordoned", got)
 	}
 }
+
+// An admin who uncordons a node nodeward cordoned, then cordons it again
+// (kubectl uncordon, kubectl cordon), owns that cordon, though nodeward's
+// record survived both. None of the agent's ways out lifts it: the
+// Uncordoning step after the reboot, a fresh agent (state directory lost)
+// on a node already on the target, a Degraded agent given a new target.
+func TestAdminRecordonIsNotLiftedByTheAgent(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		// after runs the machine on from the admin's cordon; it returns
+		// the machine.
+		after func(a *apiWorld, dir string) *Machine
+	}{
+		{"Uncordoning", func(a *apiWorld, dir string) *Machine {
+			a.world.boot(false)
+			return a.apiMachine(dir)
+		}},
+		{"StateLost", func(a *apiWorld, _ string) *Machine {
+			a.world.boot(false)
+			return a.apiMachine(t.TempDir())
+		}},
+		{"DegradedNewTarget", func(a *apiWorld, dir string) *Machine {
+			a.coordinator(map[string]*string{v1alpha1.AnnotationTarget: ptrTo("os-3"),
+				v1alpha1.AnnotationGrant: nil, v1alpha1.AnnotationGrantTarget: nil})
+			return a.apiMachine(dir)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a := newAPIWorld(t, "recordon-"+strings.ToLower(tc.name))
+			a.grant("os-2", "g1")
+			dir := t.TempDir()
+			m := a.apiMachine(dir)
+			if got := settle(t, m); got != v1alpha1.StepRebooting || !drain.CordonedByNodeward(a.get()) {
+				t.Fatalf("step %s, cordoned by nodeward %t; want Rebooting under nodeward's cordon", got, drain.CordonedByNodeward(a.get()))
+			}
+			if tc.name == "DegradedNewTarget" {
+				a.world.boot(true) // verification fails, the rollback boots, Degraded stays cordoned
+				settle(t, a.apiMachine(dir))
+				a.world.boot(false)
+				if got := settle(t, a.apiMachine(dir)); got != v1alpha1.StepDegraded {
+					t.Fatalf("after the rollback: step %s, want Degraded", got)
+				}
+			}
+			a.adminSetUnschedulable(false)
+			a.adminSetUnschedulable(true)
+			m = tc.after(a, dir)
+			settle(t, m)
+			if node := a.get(); !node.Spec.Unschedulable {
+				t.Fatalf("step %s: the admin's cordon was lifted", m.State().Step)
+			}
+		})
+	}
+}
+
+func ptrTo(s string) *string { return &s }

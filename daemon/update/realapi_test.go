@@ -11,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nodeward/nodeward/api/kube"
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
@@ -36,6 +39,8 @@ type apiWorld struct {
 	cp     *cluster.ControlPlane
 	client *kube.Client
 	name   string
+	// wrap, when set, wraps the machine's real workloads.
+	wrap func(Workloads) Workloads
 }
 
 // newAPIWorld creates a kwok node named prefix-0, booted on os-1.
@@ -60,10 +65,14 @@ func (a *apiWorld) apiMachine(dir string) *Machine {
 	if err != nil {
 		a.t.Fatal(err)
 	}
+	var w Workloads = workloads
+	if a.wrap != nil {
+		w = a.wrap(workloads)
+	}
 	m, err := NewMachine(Config{
 		Store: Store{Path: filepath.Join(dir, "update-state.json")},
 		Node:  a, Protocol: &AnnotationProtocol{Client: a.client, Node: a.name},
-		OS: a.world, Reboot: a.world, BootID: a.world.BootID, Workloads: workloads,
+		OS: a.world, Reboot: a.world, BootID: a.world.BootID, Workloads: w,
 		Log: discard, Now: a.world.clock,
 		DrainTimeout: time.Minute, DrainAttempt: 5 * time.Second, HealthTimeout: time.Minute, RebootRetry: time.Hour,
 	})
@@ -217,3 +226,93 @@ func TestAdminRecordonIsNotLiftedByTheAgent(t *testing.T) {
 }
 
 func ptrTo(s string) *string { return &s }
+
+// afterDrain runs then after each drain attempt of the real workloads:
+// what the coordinator writes while an attempt runs.
+type afterDrain struct {
+	Workloads
+	then func()
+}
+
+func (d afterDrain) Drain(ctx context.Context) error {
+	err := d.Workloads.Drain(ctx)
+	d.then()
+	return err
+}
+
+// blockedPod runs one pod of a Deployment on a's node behind a PDB that
+// allows no disruption, and returns its name.
+func (a *apiWorld) blockedPod(group string) (ns, pod string) {
+	a.t.Helper()
+	ctx, client := a.t.Context(), a.cp.Client()
+	ns = a.cp.Namespace(a.t)
+	labels := map[string]string{"app": "pinned"}
+	one, grace := int32(1), int64(1)
+	if _, err := client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "pinned"},
+		Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{NodeSelector: map[string]string{cluster.GroupLabel: group},
+					TerminationGracePeriodSeconds: &grace,
+					Containers:                    []corev1.Container{{Name: "c", Image: "registry.invalid/app:1"}}}}},
+	}, metav1.CreateOptions{}); err != nil {
+		a.t.Fatal(err)
+	}
+	zero := intstr.FromInt32(0)
+	if _, err := client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "pinned"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &zero, Selector: &metav1.LabelSelector{MatchLabels: labels}},
+	}, metav1.CreateOptions{}); err != nil {
+		a.t.Fatal(err)
+	}
+	cluster.WaitFor(a.t, time.Minute, "pinned pod running behind its PDB", func(ctx context.Context) (bool, error) {
+		pdb, err := client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "pinned", metav1.GetOptions{})
+		if err != nil || pdb.Status.CurrentHealthy != 1 || pdb.Status.ObservedGeneration != pdb.Generation {
+			return false, err
+		}
+		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + a.name})
+		if err != nil || len(pods.Items) != 1 {
+			return false, err
+		}
+		pod = pods.Items[0].Name
+		return true, nil
+	})
+	return ns, pod
+}
+
+// A pool switched from onTimeout Force to Retry while its node drains:
+// the coordinator removes force-on-drain-timeout during a drain attempt,
+// and the agent must not force-delete the blocking pod on the policy it
+// read before the attempt (it did: the node then rebooted undrained of a
+// pod its PDB protected).
+func TestDrainPolicySwitchedMidAttemptIsHonoured(t *testing.T) {
+	t.Parallel()
+	a := newAPIWorld(t, "stale-force")
+	ns, pod := a.blockedPod("stale-force")
+	a.grant("os-2", "g1")
+	a.coordinator(map[string]*string{v1alpha1.AnnotationForceOnDrainTimeout: ptrTo("true"),
+		v1alpha1.AnnotationDrainTimeout: ptrTo("1m")})
+	switched := false
+	a.wrap = func(w Workloads) Workloads {
+		return afterDrain{Workloads: w, then: func() {
+			if a.world.clock().Sub(time.Unix(1_700_000_000, 0)) > time.Minute && !switched {
+				switched = true // the pool's onTimeout is now Retry
+				a.coordinator(map[string]*string{v1alpha1.AnnotationForceOnDrainTimeout: nil})
+			}
+		}}
+	}
+	m := a.apiMachine(t.TempDir())
+	runUntil(t, m, v1alpha1.StepDraining)
+	if _, err := m.Advance(t.Context()); err != nil || m.State().Step != v1alpha1.StepDraining {
+		t.Fatalf("first attempt: step %s, %v; want Draining, blocked by the PDB", m.State().Step, err)
+	}
+	a.world.advance(2 * time.Minute) // past the pool's drain timeout
+	if _, err := m.Advance(t.Context()); err != nil {
+		t.Fatalf("attempt past the timeout: %v", err)
+	}
+	p, err := a.cp.Client().CoreV1().Pods(ns).Get(t.Context(), pod, metav1.GetOptions{})
+	if !switched || err != nil || p.DeletionTimestamp != nil || m.State().Step != v1alpha1.StepDraining {
+		t.Fatalf("policy switched %t; pod %s: %v, deleting %t; step %s: want the pod left to its PDB, still Draining",
+			switched, pod, err, err == nil && p.DeletionTimestamp != nil, m.State().Step)
+	}
+}

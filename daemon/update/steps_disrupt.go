@@ -116,12 +116,20 @@ func (m *Machine) drain(ctx context.Context, want Desired) (v1alpha1.Step, error
 		st.Reason = ""
 		return v1alpha1.StepHooksPreReboot, nil
 	}
-	timeout := m.cfg.DrainTimeout
-	if want.DrainTimeout > 0 {
-		timeout = want.DrainTimeout
-	}
-	blockedFor := m.cfg.Now().Sub(st.DrainSince)
 	st.Reason = "drain: " + err.Error()
+	blockedFor := m.cfg.Now().Sub(st.DrainSince)
+	if !(want.ForceOnDrainTimeout || want.YieldOnDrainTimeout) || blockedFor <= m.drainTimeout(want) {
+		// Nothing to decide yet; a policy changed since is read next turn.
+		return m.drainWaits(err)
+	}
+	// The policy is the pool's now, not when this attempt started: a pool
+	// switched from onTimeout Force to Retry during the attempt must not
+	// have its pods force-deleted.
+	want, ok := m.currentDrainPolicy(ctx, want)
+	if !ok {
+		return v1alpha1.StepDraining, nil // the grant changed: the next turn acts on it
+	}
+	timeout := m.drainTimeout(want)
 	if want.ForceOnDrainTimeout && blockedFor > timeout {
 		// The forced drain first lets evictions work for forceAfter;
 		// its attempt must outlast that or it never gets to force.
@@ -141,10 +149,60 @@ func (m *Machine) drain(ctx context.Context, want Desired) (v1alpha1.Step, error
 		st.Reason = fmt.Sprintf("drain blocked for %s: %v", blockedFor.Round(1e9), err)
 		return v1alpha1.StepYielding, nil
 	}
+	return m.drainWaits(err)
+}
+
+// drainWaits is Draining after a failed attempt: waiting on a blocked
+// drain, failing on anything else.
+func (m *Machine) drainWaits(err error) (v1alpha1.Step, error) {
 	if errors.Is(err, drain.ErrBlocked) || errors.Is(err, context.DeadlineExceeded) {
 		return v1alpha1.StepDraining, nil // waiting, not failing
 	}
 	return v1alpha1.StepDraining, fmt.Errorf("drain: %w", err)
+}
+
+// drainTimeout is the pool's drain timeout, or the agent's.
+func (m *Machine) drainTimeout(want Desired) time.Duration {
+	if want.DrainTimeout > 0 {
+		return want.DrainTimeout
+	}
+	return m.cfg.DrainTimeout
+}
+
+// currentDrainPolicy reads the pool's drain policy from the current Node
+// (a fresh read when the NodeSource offers one), for the decision on a
+// drain timeout: the Desired the step started with is as old as the drain
+// attempt. ok is false when the Node no longer carries this update's
+// grant. When the policy cannot be read the safe one holds: no force, no
+// yield, the agent's own timeout.
+func (m *Machine) currentDrainPolicy(ctx context.Context, started Desired) (Desired, bool) {
+	safe := Desired{Target: started.Target, Grant: started.Grant, GrantTarget: started.GrantTarget}
+	node, err := m.freshNode(ctx)
+	if err != nil {
+		m.cfg.Log.Warn("cannot read the drain policy after a blocked drain; neither forcing nor yielding", "err", err)
+		return safe, true
+	}
+	now, err := m.cfg.Protocol.Desired(ctx, node)
+	if err != nil {
+		m.cfg.Log.Warn("cannot read the drain policy after a blocked drain; neither forcing nor yielding", "err", err)
+		return safe, true
+	}
+	return now, !m.nodeReplaced(node) && (m.grantHeld(now) || m.state.Finalized)
+}
+
+// FreshNodeSource is a NodeSource that can also read the Node from the API
+// server itself, for decisions that must not act on a watch's lag.
+type FreshNodeSource interface {
+	FreshNode(ctx context.Context) (*corev1.Node, error)
+}
+
+// freshNode is the Node read from the API server when the NodeSource can,
+// else its latest copy.
+func (m *Machine) freshNode(ctx context.Context) (*corev1.Node, error) {
+	if fresh, ok := m.cfg.Node.(FreshNodeSource); ok {
+		return fresh.FreshNode(ctx)
+	}
+	return m.cfg.Node.Node(ctx)
 }
 
 func (m *Machine) finalizing(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {

@@ -316,3 +316,31 @@ func TestDrainPolicySwitchedMidAttemptIsHonoured(t *testing.T) {
 			switched, pod, err, err == nil && p.DeletionTimestamp != nil, m.State().Step)
 	}
 }
+
+// A node that reported Done and later booted the old deployment again (a
+// rollback by hand, the boot loader's fallback) is checked at the agent's
+// start: it stages the target again and waits for a new grant instead of
+// reporting Done for an OS it does not run.
+func TestDoneIsCheckedAgainstTheBootedOSAtStart(t *testing.T) {
+	t.Parallel()
+	a := newAPIWorld(t, "done-recheck")
+	a.grant("os-2", "g1")
+	dir := t.TempDir()
+	settle(t, a.apiMachine(dir))
+	a.world.boot(false)
+	if got := settle(t, a.apiMachine(dir)); got != v1alpha1.StepDone {
+		t.Fatalf("after the reboot: step %s, want Done", got)
+	}
+	a.world.set(func(w *world) { w.booted, w.bootID = "os-1", w.bootID+1 }) // the old deployment boots again
+	m := a.apiMachine(dir)
+	got := settle(t, m)
+	if node := a.get(); got != v1alpha1.StepYielded || node.Annotations[v1alpha1.AnnotationState] == string(v1alpha1.StepDone) ||
+		a.world.staged != "os-2" {
+		t.Fatalf("Done on os-2 but booted os-1: step %s, reported %q, staged %q; want the target staged again and g1 refused",
+			got, node.Annotations[v1alpha1.AnnotationState], a.world.staged)
+	}
+	a.grant("os-2", "g2")
+	if got := settle(t, m); got != v1alpha1.StepRebooting {
+		t.Fatalf("with a new grant: step %s, want Rebooting", got)
+	}
+}

@@ -13,7 +13,8 @@ import (
 )
 
 // apply writes a plan: the stale targets, then the grants, then the
-// releases. A node whose write fails does not stop the others: its error
+// releases, then the drain policy of the nodes in flight when the pool's
+// changed. A node whose write fails does not stop the others: its error
 // is logged, reported as an Event on the pool, the node backs off, and the
 // errors are returned together so the pool is requeued with backoff.
 func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan *poolPlan, in planInput) error {
@@ -55,6 +56,7 @@ func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan 
 			result(n, "release", c.release(ctx, pool, views[n], yielded[n], in.now))
 		}
 	}
+	c.applyDrainPolicies(ctx, pool, in, views, result)
 	return errors.Join(errs...)
 }
 

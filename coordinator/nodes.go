@@ -52,6 +52,10 @@ type nodeView struct {
 	// starts.
 	soakUntil time.Time
 	reason    string
+	// drainPolicy are the node's drain policy annotations (drainPolicyKeys),
+	// nil when absent; read only on a granted node, whose agent acts on
+	// them.
+	drainPolicy [len(drainPolicyKeys)]*string
 	// drainBlocked: the node's drain waits on a PDB, a refused eviction or
 	// a pre-drain hook (its Drained or Drainable condition says so).
 	drainBlocked bool
@@ -69,6 +73,11 @@ type nodeView struct {
 	owner    string // the pool that releases its grant; "" when unknown
 	canary   bool   // the pool's canary selector matches the node
 }
+
+// drainPolicyKeys are the annotations of a pool's drain policy, which
+// coordinatorKeys writes with every target and grant.
+var drainPolicyKeys = [...]string{v1alpha1.AnnotationDrainTimeout, v1alpha1.AnnotationYieldOnDrainTimeout,
+	v1alpha1.AnnotationForceOnDrainTimeout}
 
 func viewNode(node *corev1.Node, leaseOK bool, target string) nodeView {
 	a := node.Annotations
@@ -91,6 +100,13 @@ func viewNode(node *corev1.Node, leaseOK bool, target string) nodeView {
 	}
 	if v.grantTarget == "" {
 		v.grantTarget = v.target
+	}
+	if v.grant != "" {
+		for i, k := range drainPolicyKeys {
+			if value, ok := a[k]; ok {
+				v.drainPolicy[i] = &value
+			}
+		}
 	}
 	_, v.held = a[v1alpha1.AnnotationHold]
 	v.drainBlocked = drainBlocked(node)

@@ -248,6 +248,9 @@ func (a *Agent) buildUpdate(rc *rest.Config, uc UpdateConfig) error {
 		a.events.Stop()
 		return fmt.Errorf("protocol %q: want nodeward or mco", uc.Protocol)
 	}
+	// The watch is also a fresh reader: the drain policy is read from the
+	// API server when a drain times out (update.FreshNodeSource).
+	var _ update.FreshNodeSource = a.watch
 	mc := update.Config{
 		Store: update.Store{Path: filepath.Join(uc.StateDir, "update-state.json")},
 		Node:  a.watch, Protocol: protocol, OS: uc.OS, Reboot: uc.Reboot, BootID: uc.BootID,

@@ -143,6 +143,19 @@ func (w *NodeWatch) Node(ctx context.Context) (*corev1.Node, error) {
 	return n, nil
 }
 
+// FreshNode reads the Node from the API server, not the watch, and offers
+// the copy to the watch (update.FreshNodeSource): a decision that must see
+// the coordinator's latest write (the drain policy on a drain timeout)
+// does not act on the watch's lag.
+func (w *NodeWatch) FreshNode(ctx context.Context) (*corev1.Node, error) {
+	n, err := w.client.Nodes().Get(ctx, w.name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get node %s: %w", w.name, err)
+	}
+	w.Observe(n)
+	return n.DeepCopy(), nil
+}
+
 func newerVersion(have, got string) bool {
 	a, err1 := strconv.ParseUint(have, 10, 64)
 	b, err2 := strconv.ParseUint(got, 10, 64)

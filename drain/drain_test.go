@@ -325,6 +325,47 @@ func TestAdminCordonSurvivesDrainAndUncordon(t *testing.T) {
 	}
 }
 
+// An admin who uncordons a node nodeward cordoned and cordons it again
+// (kubectl uncordon, kubectl cordon: patches under the field manager
+// "kubectl-cordon") owns that cordon, though nodeward's record survived
+// both: nodeward's uncordon leaves it, and its cordon does not claim it.
+func TestAdminRecordonAfterNodewardsCordonIsTheAdmins(t *testing.T) {
+	f := newFixture(t, "recordon", 0)
+	d := f.drainer(drain.Options{}, nil)
+	if byUs, err := d.Cordon(f.ctx()); err != nil || !byUs {
+		t.Fatalf("nodeward's cordon = %t, %v", byUs, err)
+	}
+	for _, patch := range []string{`{"spec":{"unschedulable":null}}`, `{"spec":{"unschedulable":true}}`} {
+		if _, err := f.client.CoreV1().Nodes().Patch(f.ctx(), f.node, "application/strategic-merge-patch+json", []byte(patch),
+			metav1.PatchOptions{FieldManager: "kubectl-cordon"}); err != nil {
+			t.Fatalf("admin patch %s: %v", patch, err)
+		}
+	}
+	n := f.getNode()
+	if _, ok := n.Annotations[v1alpha1.AnnotationCordonedBy]; !ok || !n.Spec.Unschedulable {
+		t.Fatalf("setup: want the admin's cordon with nodeward's stale record, got unschedulable %t annotations %v",
+			n.Spec.Unschedulable, n.Annotations)
+	}
+	if drain.CordonedByNodeward(n) {
+		t.Fatal("CordonedByNodeward of the admin's cordon")
+	}
+	if byUs, err := d.Cordon(f.ctx()); err != nil || byUs {
+		t.Fatalf("cordon of the admin-cordoned node = %t, %v; want false (someone else's)", byUs, err)
+	}
+	got, err := d.Uncordon(f.ctx(), false)
+	if err != nil || got != drain.CordonedByOther || !f.getNode().Spec.Unschedulable {
+		t.Fatalf("uncordon = %q, %v, unschedulable %t; want the admin's cordon kept", got, err, f.getNode().Spec.Unschedulable)
+	}
+	// nodeward's own cordon, once the admin's is gone, is lifted as before.
+	f.setUnschedulable(f.node, false)
+	if byUs, err := d.Cordon(f.ctx()); err != nil || !byUs {
+		t.Fatalf("nodeward's second cordon = %t, %v", byUs, err)
+	}
+	if got, err := d.Uncordon(f.ctx(), false); err != nil || got != drain.Uncordoned || f.getNode().Spec.Unschedulable {
+		t.Fatalf("uncordon of nodeward's cordon = %q, %v; want uncordoned", got, err)
+	}
+}
+
 // Bare and emptyDir pods are refused by default, naming them, before
 // anything changes; with the evict policies they go.
 func TestDrainRefusesUnmanagedAndEmptyDirPods(t *testing.T) {

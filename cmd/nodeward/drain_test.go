@@ -91,3 +91,34 @@ func TestDrainCommand(t *testing.T) {
 		t.Fatalf("forced uncordon: exit %d, output:\n%s", code, out)
 	}
 }
+
+// An admin who uncordons a node nodeward cordoned and cordons it again
+// (kubectl uncordon, kubectl cordon: patches under the field manager
+// "kubectl-cordon") owns that cordon, though nodeward's record survived:
+// `nodeward uncordon` without --force leaves it and exits 2.
+func TestUncordonLeavesAnAdminsRecordon(t *testing.T) {
+	cp := env.ControlPlane(t)
+	client, ctx := cp.Client(), t.Context()
+	node := cp.CreateNodes(t, cluster.NodeSpec{Prefix: "cli-recordon", Count: 1})[0]
+	kube := "--kubeconfig=" + cp.KubeconfigPath()
+	if out, code := run(t, "drain", node, kube); code != 0 {
+		t.Fatalf("nodeward's drain: exit %d, output:\n%s", code, out)
+	}
+	for _, patch := range []string{`{"spec":{"unschedulable":null}}`, `{"spec":{"unschedulable":true}}`} {
+		if _, err := client.CoreV1().Nodes().Patch(ctx, node, "application/strategic-merge-patch+json", []byte(patch),
+			metav1.PatchOptions{FieldManager: "kubectl-cordon"}); err != nil {
+			t.Fatalf("admin patch %s: %v", patch, err)
+		}
+	}
+	n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if _, recorded := n.Annotations[v1alpha1.AnnotationCordonedBy]; err != nil || !recorded || !n.Spec.Unschedulable {
+		t.Fatalf("setup: want the admin's cordon with nodeward's stale record: %v, %+v", err, n.ObjectMeta)
+	}
+	out, code := run(t, "uncordon", node, kube)
+	if n, err = client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if code != 2 || !strings.Contains(out, "cordoned by someone else") || !n.Spec.Unschedulable {
+		t.Fatalf("uncordon of the admin's cordon: exit %d, unschedulable %t, output:\n%s", code, n.Spec.Unschedulable, out)
+	}
+}

@@ -82,6 +82,9 @@ type Machine struct {
 	// persisted, so a restarted agent asks again only if the boot ID
 	// proves the machine did not reboot.
 	rebootAsked time.Time
+	// doneChecked: this process checked a Done state against the booted
+	// OS (once per process: a boot restarts the agent).
+	doneChecked bool
 	// nodeUID is the UID of the Node object last read.
 	nodeUID types.UID
 	// desiredProblem is the last error reading the coordinator's wishes,

@@ -43,9 +43,10 @@ type State struct {
 	// LastGrant is the grant of the update before this one: a grant is
 	// used for one update only, never again.
 	LastGrant string `json:"lastGrant,omitempty"`
-	// NodeUID is the UID of the Node object nodeward cordoned: a Node
-	// deleted and created again is a new object, neither cordoned nor
-	// drained, and is never rebooted on the old object's drain.
+	// NodeUID is the UID of the Node object the grant was taken on: a
+	// Node deleted and created again is a new object, without the grant,
+	// neither cordoned nor drained, and is never cordoned, drained or
+	// rebooted on the old object's grant.
 	NodeUID string `json:"nodeUID,omitempty"`
 	// StagedBootID is the boot ID when the target was staged. A
 	// finalization-locked deployment does not survive a reboot: a

@@ -98,9 +98,12 @@ func (m *Machine) liftOwnCordon(ctx context.Context, node *corev1.Node) error {
 	return nil
 }
 
-// cordonedByNodeward reports whether node carries nodeward's own cordon.
+// cordonedByNodeward reports whether node seems to carry nodeward's own
+// cordon: its record, and no other manager named for spec.unschedulable
+// (an admin's uncordon and cordon leave the record). The uncordon itself
+// (drain.Uncordon) decides on a fresh read with drain.CordonedByNodeward.
 func cordonedByNodeward(node *corev1.Node) bool {
-	return drain.HasCordonRecord(node) && node.Spec.Unschedulable
+	return drain.HasCordonRecord(node) && node.Spec.Unschedulable && !drain.CordonTakenOver(node)
 }
 
 // restart abandons a finished or not yet disruptive update for a new target.

@@ -16,6 +16,14 @@ import (
 )
 
 func (m *Machine) cordoning(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
+	// The cordon is the first disruption: it needs the grant as much as
+	// the drain and the reboot do. A Node re-created while the agent sat
+	// here holds no grant, and cordoning it disrupted a node the
+	// coordinator counted available (the protocol simulator found two
+	// control-plane nodes down at once).
+	if back := m.grantStillOurs(node, want); back != "" {
+		return back, nil
+	}
 	if len(drain.PreDrain.Hooks(node)) > 0 {
 		return v1alpha1.StepHooksPreDrain, nil // a hook came back since it was checked
 	}
@@ -35,28 +43,41 @@ func (m *Machine) cordoning(ctx context.Context, node *corev1.Node, want Desired
 		m.state.Reason = "node was cordoned by someone else; nodeward leaves it alone"
 		return v1alpha1.StepYielding, nil
 	}
-	m.state.Cordoned, m.state.NodeUID = true, string(node.UID)
+	m.state.Cordoned = true
 	return v1alpha1.StepDraining, nil
 }
 
-// disruptionStillOurs checks, between the cordon and the reboot, that the
-// Node is the object nodeward cordoned, still cordoned, and still granted
-// the slot; otherwise the reboot must not happen on this drain. It returns
-// the step to go back to, or "" when all holds.
-func (m *Machine) disruptionStillOurs(node *corev1.Node, want Desired) v1alpha1.Step {
+// grantStillOurs checks, at every step that can disrupt, that the Node is
+// the object the grant was taken on and that the grant (its name and
+// target) is still the one taken. Once finalized the node is drained
+// whatever happens to its grant: the next boot starts the target. It
+// returns the step to go back to, or "" when both hold.
+func (m *Machine) grantStillOurs(node *corev1.Node, want Desired) v1alpha1.Step {
 	st := &m.state
 	switch {
-	case st.NodeUID != "" && string(node.UID) != st.NodeUID:
+	case m.nodeReplaced(node):
 		// A new object: not cordoned, not drained, no grant. Nothing of
 		// this update's disruption holds; start over from Staged.
 		st.Cordoned, st.Grant, st.NodeUID, st.DrainSince = false, "", "", time.Time{}
-		st.Reason = "the Node object was deleted and created again mid-update: its drain is void"
+		st.Reason = "the Node object was deleted and created again mid-update: its grant and drain are void"
 		return v1alpha1.StepStaged
-	case want.Grant != st.Grant && !st.Finalized:
+	case !m.grantHeld(want) && !st.Finalized:
 		st.Reason = "the grant was withdrawn before the reboot: giving the slot back"
 		return v1alpha1.StepYielding
-	case !node.Spec.Unschedulable && !want.SkipDrain:
-		st.Reason = "the node was uncordoned mid-update: cordoning and draining again"
+	}
+	return ""
+}
+
+// disruptionStillOurs checks, between the cordon and the reboot, that the
+// grant is still ours (grantStillOurs) and the node still cordoned;
+// otherwise the reboot must not happen on this drain. It returns the step
+// to go back to, or "" when all holds.
+func (m *Machine) disruptionStillOurs(node *corev1.Node, want Desired) v1alpha1.Step {
+	if back := m.grantStillOurs(node, want); back != "" {
+		return back
+	}
+	if !node.Spec.Unschedulable && !want.SkipDrain {
+		m.state.Reason = "the node was uncordoned mid-update: cordoning and draining again"
 		return v1alpha1.StepCordoning
 	}
 	return ""
@@ -95,12 +116,20 @@ func (m *Machine) drain(ctx context.Context, want Desired) (v1alpha1.Step, error
 		st.Reason = ""
 		return v1alpha1.StepHooksPreReboot, nil
 	}
-	timeout := m.cfg.DrainTimeout
-	if want.DrainTimeout > 0 {
-		timeout = want.DrainTimeout
-	}
-	blockedFor := m.cfg.Now().Sub(st.DrainSince)
 	st.Reason = "drain: " + err.Error()
+	blockedFor := m.cfg.Now().Sub(st.DrainSince)
+	if !(want.ForceOnDrainTimeout || want.YieldOnDrainTimeout) || blockedFor <= m.drainTimeout(want) {
+		// Nothing to decide yet; a policy changed since is read next turn.
+		return m.drainWaits(err)
+	}
+	// The policy is the pool's now, not when this attempt started: a pool
+	// switched from onTimeout Force to Retry during the attempt must not
+	// have its pods force-deleted.
+	want, ok := m.currentDrainPolicy(ctx, want)
+	if !ok {
+		return v1alpha1.StepDraining, nil // the grant changed: the next turn acts on it
+	}
+	timeout := m.drainTimeout(want)
 	if want.ForceOnDrainTimeout && blockedFor > timeout {
 		// The forced drain first lets evictions work for forceAfter;
 		// its attempt must outlast that or it never gets to force.
@@ -120,10 +149,60 @@ func (m *Machine) drain(ctx context.Context, want Desired) (v1alpha1.Step, error
 		st.Reason = fmt.Sprintf("drain blocked for %s: %v", blockedFor.Round(1e9), err)
 		return v1alpha1.StepYielding, nil
 	}
+	return m.drainWaits(err)
+}
+
+// drainWaits is Draining after a failed attempt: waiting on a blocked
+// drain, failing on anything else.
+func (m *Machine) drainWaits(err error) (v1alpha1.Step, error) {
 	if errors.Is(err, drain.ErrBlocked) || errors.Is(err, context.DeadlineExceeded) {
 		return v1alpha1.StepDraining, nil // waiting, not failing
 	}
 	return v1alpha1.StepDraining, fmt.Errorf("drain: %w", err)
+}
+
+// drainTimeout is the pool's drain timeout, or the agent's.
+func (m *Machine) drainTimeout(want Desired) time.Duration {
+	if want.DrainTimeout > 0 {
+		return want.DrainTimeout
+	}
+	return m.cfg.DrainTimeout
+}
+
+// currentDrainPolicy reads the pool's drain policy from the current Node
+// (a fresh read when the NodeSource offers one), for the decision on a
+// drain timeout: the Desired the step started with is as old as the drain
+// attempt. ok is false when the Node no longer carries this update's
+// grant. When the policy cannot be read the safe one holds: no force, no
+// yield, the agent's own timeout.
+func (m *Machine) currentDrainPolicy(ctx context.Context, started Desired) (Desired, bool) {
+	safe := Desired{Target: started.Target, Grant: started.Grant, GrantTarget: started.GrantTarget}
+	node, err := m.freshNode(ctx)
+	if err != nil {
+		m.cfg.Log.Warn("cannot read the drain policy after a blocked drain; neither forcing nor yielding", "err", err)
+		return safe, true
+	}
+	now, err := m.cfg.Protocol.Desired(ctx, node)
+	if err != nil {
+		m.cfg.Log.Warn("cannot read the drain policy after a blocked drain; neither forcing nor yielding", "err", err)
+		return safe, true
+	}
+	return now, !m.nodeReplaced(node) && (m.grantHeld(now) || m.state.Finalized)
+}
+
+// FreshNodeSource is a NodeSource that can also read the Node from the API
+// server itself, for decisions that must not act on a watch's lag.
+type FreshNodeSource interface {
+	FreshNode(ctx context.Context) (*corev1.Node, error)
+}
+
+// freshNode is the Node read from the API server when the NodeSource can,
+// else its latest copy.
+func (m *Machine) freshNode(ctx context.Context) (*corev1.Node, error) {
+	if fresh, ok := m.cfg.Node.(FreshNodeSource); ok {
+		return fresh.FreshNode(ctx)
+	}
+	return m.cfg.Node.Node(ctx)
 }
 
 func (m *Machine) finalizing(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
@@ -203,7 +282,7 @@ func (m *Machine) rebooting(ctx context.Context, node *corev1.Node, want Desired
 	}
 	st := &m.state
 	switch {
-	case st.NodeUID != "" && string(node.UID) != st.NodeUID:
+	case m.nodeReplaced(node):
 		st.Cordoned, st.NodeUID, st.Grant, st.DrainSince = false, "", "", time.Time{}
 		st.Reason = "the Node object was re-created after the finalize: waiting for a new grant before draining and rebooting"
 		return v1alpha1.StepStaged, nil

@@ -82,12 +82,30 @@ func (m *Machine) uncordoning(ctx context.Context, _ *corev1.Node, _ Desired) (v
 	return v1alpha1.StepDone, nil
 }
 
-// finished is Done and Degraded: both wait for a new target.
+// finished is Done and Degraded: both wait for a new target. A Done found
+// at the start of an agent process (after a boot, say) is checked once
+// against the booted OS: a later boot that went back to the old deployment
+// (a rollback by hand, the boot loader's fallback) is not on the target,
+// and the update starts again rather than report Done for an OS the node
+// does not run.
 func (m *Machine) finished(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
 	if want.Target != "" && want.Target != m.state.Target {
 		return m.restart(ctx, node, want)
 	}
-	return m.state.Step, nil
+	if m.state.Step != v1alpha1.StepDone || m.doneChecked || want.Target != m.state.Target || m.desiredProblem != "" {
+		return m.state.Step, nil
+	}
+	onTarget, booted, err := m.runsTarget(ctx, m.state.Target)
+	if err != nil {
+		return v1alpha1.StepDone, fmt.Errorf("check that the node still runs the target it reported Done for: %w", err)
+	}
+	m.doneChecked = true
+	if onTarget {
+		return v1alpha1.StepDone, nil
+	}
+	m.cfg.Log.Warn("the node reported Done but boots another OS than the target; updating again",
+		"target", m.state.Target, "booted", booted)
+	return m.restart(ctx, node, want)
 }
 
 func (m *Machine) yielding(ctx context.Context, _ *corev1.Node, _ Desired) (v1alpha1.Step, error) {

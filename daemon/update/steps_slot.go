@@ -77,7 +77,9 @@ func (m *Machine) staged(ctx context.Context, node *corev1.Node, want Desired) (
 		st.Grant, st.ReleaseAtDone, st.Reason = want.Grant, false, why
 		return v1alpha1.StepYielded, nil
 	}
-	st.Grant, st.ReleaseAtDone, st.Reason = want.Grant, want.ReleaseAtDone, ""
+	// The grant is the Node object's: one deleted and created again holds
+	// none, and every step that can disrupt checks it is still this one.
+	st.Grant, st.ReleaseAtDone, st.Reason, st.NodeUID = want.Grant, want.ReleaseAtDone, "", string(node.UID)
 	if m.cfg.Metrics != nil {
 		m.cfg.Metrics.granted(st.StagedBeforeSlot)
 	}
@@ -101,12 +103,12 @@ func (m *Machine) unusableGrant(want Desired) string {
 }
 
 // slotStillHeld checks, before any disruption, that the grant taken is
-// still the coordinator's and the staged deployment still there; if not,
-// the machine goes back to Staged (or Staging) without having disrupted
-// anything.
-func (m *Machine) slotStillHeld(want Desired) (v1alpha1.Step, bool, error) {
-	if want.Grant == "" || want.Grant != m.state.Grant {
-		m.state.Grant = ""
+// still the coordinator's, on the same Node object, and the staged
+// deployment still there; if not, the machine goes back to Staged (or
+// Staging) without having disrupted anything.
+func (m *Machine) slotStillHeld(node *corev1.Node, want Desired) (v1alpha1.Step, bool, error) {
+	if m.nodeReplaced(node) || !m.grantHeld(want) {
+		m.state.Grant, m.state.NodeUID = "", ""
 		return v1alpha1.StepStaged, false, nil // grant withdrawn before any disruption
 	}
 	if lost, err := m.stagingLost(); err != nil || lost {
@@ -115,15 +117,34 @@ func (m *Machine) slotStillHeld(want Desired) (v1alpha1.Step, bool, error) {
 	return "", true, nil
 }
 
-func (m *Machine) granted(_ context.Context, _ *corev1.Node, want Desired) (v1alpha1.Step, error) {
-	if next, ok, err := m.slotStillHeld(want); !ok {
+// grantHeld reports whether want still carries the grant this update took,
+// issued for its target: a grant removed, replaced by another or issued
+// for another target is not this update's slot.
+func (m *Machine) grantHeld(want Desired) bool {
+	return want.Grant != "" && want.Grant == m.state.Grant && want.GrantTarget == m.state.Target
+}
+
+// nodeReplaced reports whether node is another object than the one this
+// update took its grant on (deleted and created again: no grant, no cordon,
+// no drain). A state without the UID (written by an older agent) records
+// the current one.
+func (m *Machine) nodeReplaced(node *corev1.Node) bool {
+	if m.state.NodeUID == "" {
+		m.state.NodeUID = string(node.UID)
+		return false
+	}
+	return string(node.UID) != m.state.NodeUID
+}
+
+func (m *Machine) granted(_ context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
+	if next, ok, err := m.slotStillHeld(node, want); !ok {
 		return next, err
 	}
 	return v1alpha1.StepHooksPreDrain, nil
 }
 
 func (m *Machine) hooksPreDrain(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
-	if next, ok, err := m.slotStillHeld(want); !ok {
+	if next, ok, err := m.slotStillHeld(node, want); !ok {
 		return next, err
 	}
 	if hooks := m.heldBy(ctx, node, drain.PreDrain); len(hooks) > 0 {

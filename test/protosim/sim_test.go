@@ -166,8 +166,21 @@ func report(t *testing.T, res *Result) {
 		return
 	}
 	msg := fmt.Sprintf("seed %d failed after %d events (faults %v)", res.Seed, res.Events, res.Faults)
+	// An invariant broken once stays broken for many events: each
+	// violation is listed once, with how many events saw it.
+	seen := map[string]int{}
+	var order []string
 	for _, v := range res.Violations {
+		if seen[v] == 0 {
+			order = append(order, v)
+		}
+		seen[v]++
+	}
+	for _, v := range order {
 		msg += "\n  violation: " + v
+		if seen[v] > 1 {
+			msg += fmt.Sprintf(" (%d events)", seen[v])
+		}
 	}
 	if res.Stuck != "" {
 		msg += "\n  did not converge: " + res.Stuck

@@ -48,6 +48,9 @@ func TestSimulate(t *testing.T) {
 		report(t, res)
 		return
 	}
+	if *seeds < 0 {
+		t.Fatalf("-protosim.seeds=%d: a count of seeds, 0 or more", *seeds)
+	}
 	corpus, err := readCorpus(corpusFile)
 	if err != nil {
 		t.Fatal(err)

@@ -92,7 +92,8 @@ clean:
 	rm -rf bin
 	go clean -testcache
 
-# soak plays 100,000 seeded schedules of the protocol simulator (make test
-# plays 2,000).
+# soak plays the corpus and 100,000 fresh seeded schedules of the protocol
+# simulator from a start drawn at random (make test plays the corpus and
+# 2,000); it prints the command that replays its range (docs/reliability.md).
 soak:
 	go test -timeout 3h ./test/protosim -run TestSimulate -protosim.seeds=100000

@@ -66,7 +66,13 @@ const (
 	NodewardCordon
 	// UpdateCordon: the node is cordoned (spec.unschedulable) and the
 	// cordon is the update's: nodeward's record is on it, or its agent
-	// reports DisruptingStep or DegradedStep.
+	// reports DisruptingStep or DegradedStep for the grant the node holds
+	// (state-grant = grant). The agent cordons without writing its record
+	// only under a cordon that was there first (an admin's), and then it
+	// drains under a grant. A step reported for a grant the node no longer
+	// holds is stale: the Node was re-created (no grant, no cordon) and
+	// the agent's next report (back to Staged) has not landed yet. An
+	// admin's cordon on such a node is an outside cause, not the update's.
 	UpdateCordon
 	// Cordoned: spec.unschedulable, whoever set it (an admin too).
 	Cordoned
@@ -89,10 +95,12 @@ const (
 
 	// GrantOrUpdateCordon counts a grant not yet finished, or a cordon
 	// that is the update's (UpdateCordon). A step name alone does not
-	// count: the protocol simulator (test/protosim) re-creates Node
+	// count, nor a cordon beside a step reported for a grant the node no
+	// longer holds: the protocol simulator (test/protosim) re-creates Node
 	// objects under running agents, which then report a disrupting step on
-	// an object neither cordoned nor granted; a reboot of such a node is
-	// the simulator's reboot check's to catch.
+	// an object neither cordoned nor granted, and an admin may cordon it
+	// before the agent's next report; a reboot of such a node is the
+	// simulator's reboot check's to catch.
 	GrantOrUpdateCordon Rule = UnfinishedGrant | UpdateCordon
 
 	// CordonOrStep counts any cordon and any step from Cordoning on,
@@ -143,7 +151,9 @@ func Read(node *corev1.Node) Signs {
 	}
 	if node.Spec.Unschedulable {
 		s |= Cordoned
-		if s&(NodewardCordon|DisruptingStep|DegradedStep) != 0 {
+		stepOfHeldGrant := s&(DisruptingStep|DegradedStep) != 0 &&
+			a[keyGrant] != "" && a[keyStateGrant] == a[keyGrant]
+		if s&NodewardCordon != 0 || stepOfHeldGrant {
 			s |= UpdateCordon
 		}
 	}

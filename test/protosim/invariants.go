@@ -24,7 +24,9 @@ import (
 // disrupting step on an object that is neither cordoned nor granted (and
 // then goes back to Staged); a reboot of such a node is caught by
 // checkReboot. Outside causes (an admin's cordon, NotReady) are not the
-// update's and not counted.
+// update's and not counted, also when the node's agent still reports, for
+// a grant the node no longer holds, the step it was in before the Node was
+// re-created (seeds 8675, 19373).
 const rule = oracle.GrantOrUpdateCordon
 
 // poolMembers are the nodes pool selects, in name order.

@@ -43,6 +43,18 @@ type Result struct {
 // converge.
 func (r *Result) Failed() bool { return len(r.Violations) > 0 || r.Stuck != "" }
 
+// FirstFinding is the first thing that went wrong, on one line: the first
+// violation, or why the world did not converge ("" when nothing did).
+func (r *Result) FirstFinding() string {
+	if len(r.Violations) > 0 {
+		return r.Violations[0]
+	}
+	if r.Stuck != "" {
+		return "did not converge: " + r.Stuck
+	}
+	return ""
+}
+
 const (
 	// finalOS is first used when faults stop, so every node has a target
 	// to converge on that nothing failed on.

@@ -1,11 +1,11 @@
 package protosim
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"flag"
 	"fmt"
-	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,15 +14,31 @@ import (
 )
 
 var (
-	seeds    = flag.Int("protosim.seeds", 2000, "how many seeds TestSimulate plays (make soak: 100000)")
-	firstArg = flag.Uint64("protosim.first", 1, "the first seed")
+	seeds    = flag.Int("protosim.seeds", 2000, "how many fresh seeds TestSimulate plays (make soak: 100000)")
+	firstArg = flag.Uint64("protosim.first", 0, "the first fresh seed; 0 draws it at random above the corpus on every run (pin it to replay a run's range)")
 	oneSeed  = flag.Uint64("protosim.seed", 0, "replay this seed only, with its trace")
 )
 
+// corpusFile holds every seed that ever failed; TestSimulate replays it
+// before the fresh range.
+const corpusFile = "testdata/corpus.txt"
+
+// reportedFailures is how many failing seeds of a range are reported in
+// full (violations and replay line); the others are listed by seed only.
+const reportedFailures = 10
+
 // TestSimulate plays seeded schedules of the real agent state machine and
 // the real coordinator planning code under faults and checks the protocol's
-// invariants after every event. A failure prints its seed and the one-line
-// command that replays it.
+// invariants after every event. It plays the corpus (every seed that ever
+// failed) and then a fresh range of -protosim.seeds seeds whose start is
+// drawn at random on every run, so that each run of `make test` searches
+// schedules no run played before instead of replaying a fixed range. A
+// failure prints its seed, the one-line command that replays it and the
+// line that adds it to the corpus.
+//
+// -protosim.seed replays one seed with its trace; -protosim.first pins the
+// fresh range (the corpus is then not played: the command replays exactly
+// the range a run printed).
 func TestSimulate(t *testing.T) {
 	if *oneSeed != 0 {
 		res := Run(*oneSeed, DefaultScenario())
@@ -32,51 +48,119 @@ func TestSimulate(t *testing.T) {
 		report(t, res)
 		return
 	}
-	start := time.Now()
-	// Seeds are independent: play them on every core, report in order.
-	results := make([]*Result, *seeds)
+	if *seeds < 0 {
+		t.Fatalf("-protosim.seeds=%d: a count of seeds, 0 or more", *seeds)
+	}
+	corpus, err := readCorpus(corpusFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := *firstArg
+	if first == 0 {
+		t.Run("corpus", func(t *testing.T) {
+			results := playSeeds(t, corpus.seeds())
+			summarize(t, results, "", time.Time{})
+		})
+		first = freshStart(corpus.maxSeed(), randomUint64(t))
+	}
+	t.Run("fresh", func(t *testing.T) {
+		replay := fmt.Sprintf("go test ./test/protosim -run TestSimulate -protosim.first=%d -protosim.seeds=%d", first, *seeds)
+		t.Logf("fresh seeds %d..%d; replay this range: %s", first, first+uint64(*seeds)-1, replay)
+		start := time.Now()
+		results := playSeeds(t, seedRange(first, *seeds))
+		summarize(t, results, replay, start)
+	})
+}
+
+// freshRangeSpan is how far above the corpus a fresh range may start: wide
+// enough that two runs almost never overlap (2^48 starts, 2,000 seeds a
+// run), small enough that first+seeds never wraps a uint64.
+const freshRangeSpan = 1 << 48
+
+// freshStart is where a fresh range starts: above every corpus seed (the
+// corpus is replayed anyway), at random within freshRangeSpan.
+func freshStart(corpusMax, random uint64) uint64 {
+	return corpusMax + 1 + random%freshRangeSpan
+}
+
+// randomUint64 draws from crypto/rand, not math/rand: a test binary's
+// math/rand sequence may be seeded the same on every run.
+func randomUint64(t *testing.T) uint64 {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatalf("drawing the fresh range: %v", err)
+	}
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+func seedRange(first uint64, n int) []uint64 {
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = first + uint64(i)
+	}
+	return out
+}
+
+// playSeeds plays list on every core (seeds are independent) and returns
+// the results in list's order. A failing seed is logged as it is found, so
+// that a long run (make soak) shows its findings before it ends.
+func playSeeds(t *testing.T, list []uint64) []*Result {
+	results := make([]*Result, len(list))
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
-			for i := next.Add(1) - 1; i < int64(*seeds); i = next.Add(1) - 1 {
-				results[i] = Run(*firstArg+uint64(i), DefaultScenario())
+			for i := next.Add(1) - 1; i < int64(len(list)); i = next.Add(1) - 1 {
+				res := Run(list[i], DefaultScenario())
+				if res.Failed() {
+					t.Logf("failing seed %d: %s", res.Seed, res.FirstFinding())
+				}
+				results[i] = res
 			}
 		})
 	}
 	wg.Wait()
-	failed, events := 0, 0
+	return results
+}
+
+// summarize reports the failing results (the first reportedFailures in
+// full) and, when replay is set (a fresh range), the lines that add them
+// to the corpus.
+func summarize(t *testing.T, results []*Result, replay string, start time.Time) {
+	t.Helper()
+	var failed []*Result
+	events := 0
 	for _, res := range results {
 		events += res.Events
 		if res.Failed() {
-			failed++
-			if failed <= 3 {
-				report(t, res)
-			}
+			failed = append(failed, res)
 		}
 	}
-	t.Logf("%d seeds, %d events, %d failed, %s", *seeds, events, failed, time.Since(start).Round(time.Millisecond))
-}
-
-// TestCorpus replays every seed that once found a bug.
-func TestCorpus(t *testing.T) {
-	data, err := os.ReadFile("testdata/corpus.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		field := strings.Fields(strings.SplitN(line, "#", 2)[0])
-		if len(field) == 0 {
-			continue
-		}
-		seed, err := strconv.ParseUint(field[0], 10, 64)
-		if err != nil {
-			t.Fatalf("corpus line %q: %v", line, err)
-		}
-		if res := Run(seed, DefaultScenario()); res.Failed() {
+	for i, res := range failed {
+		if i < reportedFailures {
 			report(t, res)
 		}
 	}
+	took := ""
+	if !start.IsZero() {
+		took = ", " + time.Since(start).Round(time.Millisecond).String()
+	}
+	t.Logf("%d seeds, %d events, %d failed%s", len(results), events, len(failed), took)
+	if len(failed) == 0 || replay == "" {
+		return
+	}
+	var add strings.Builder
+	for _, res := range failed {
+		fmt.Fprintf(&add, "\n%s", corpusLine(res))
+	}
+	t.Errorf("%d fresh seeds failed; replay the range: %s\nadd them to %s (then describe what each found):%s",
+		len(failed), replay, "test/protosim/"+corpusFile, add.String())
+}
+
+// corpusLine is the line that adds res to the corpus: its seed and, as the
+// comment to edit into what it found, its first violation.
+func corpusLine(res *Result) string {
+	return fmt.Sprintf("%-6d # %s", res.Seed, res.FirstFinding())
 }
 
 func report(t *testing.T, res *Result) {
@@ -85,8 +169,21 @@ func report(t *testing.T, res *Result) {
 		return
 	}
 	msg := fmt.Sprintf("seed %d failed after %d events (faults %v)", res.Seed, res.Events, res.Faults)
+	// An invariant broken once stays broken for many events: each
+	// violation is listed once, with how many events saw it.
+	seen := map[string]int{}
+	var order []string
 	for _, v := range res.Violations {
+		if seen[v] == 0 {
+			order = append(order, v)
+		}
+		seen[v]++
+	}
+	for _, v := range order {
 		msg += "\n  violation: " + v
+		if seen[v] > 1 {
+			msg += fmt.Sprintf(" (%d events)", seen[v])
+		}
 	}
 	if res.Stuck != "" {
 		msg += "\n  did not converge: " + res.Stuck

@@ -1,0 +1,73 @@
+package protosim
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Corpus is every seed that ever failed (testdata/corpus.txt), each with
+// what it found. A line is a seed and a comment after '#'; blank lines and
+// lines of comment only are skipped.
+type Corpus []CorpusEntry
+
+// CorpusEntry is one seed of the corpus and its comment.
+type CorpusEntry struct {
+	Seed  uint64
+	Found string
+}
+
+// readCorpus reads the corpus file at path.
+func readCorpus(path string) (Corpus, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return parseCorpus(string(data))
+}
+
+// parseCorpus parses the corpus file's text. A seed listed twice is an
+// error: it would be played twice, and its two comments would disagree.
+func parseCorpus(text string) (Corpus, error) {
+	var out Corpus
+	seen := map[uint64]int{}
+	for i, line := range strings.Split(text, "\n") {
+		body, comment, _ := strings.Cut(line, "#")
+		field := strings.Fields(body)
+		if len(field) == 0 {
+			continue
+		}
+		if len(field) > 1 {
+			return nil, fmt.Errorf("corpus line %d %q: one seed a line, then '#' and what it found", i+1, line)
+		}
+		seed, err := strconv.ParseUint(field[0], 10, 64)
+		if err != nil || seed == 0 {
+			return nil, fmt.Errorf("corpus line %d %q: not a seed (a positive integer)", i+1, line)
+		}
+		if prev, dup := seen[seed]; dup {
+			return nil, fmt.Errorf("corpus line %d: seed %d already on line %d", i+1, seed, prev)
+		}
+		seen[seed] = i + 1
+		out = append(out, CorpusEntry{Seed: seed, Found: strings.TrimSpace(comment)})
+	}
+	return out, nil
+}
+
+// seeds are the corpus's seeds in file order.
+func (c Corpus) seeds() []uint64 {
+	out := make([]uint64, len(c))
+	for i, e := range c {
+		out[i] = e.Seed
+	}
+	return out
+}
+
+// maxSeed is the largest seed of the corpus, 0 when it is empty.
+func (c Corpus) maxSeed() uint64 {
+	if len(c) == 0 {
+		return 0
+	}
+	return slices.Max(c.seeds())
+}

@@ -138,7 +138,7 @@ func (c *coordinatorModel) write(wr coordinator.Write) {
 		return // the write never landed; its answer was lost too
 	}
 	if wr.Grant != "" {
-		w.checkGrant(wr.Node)
+		w.checkGrant(wr.Node, c.cache)
 		w.logf("coordinator: grant %s to %s", wr.Grant, wr.Node)
 	}
 	_ = w.patchAnnotations(wr.Node, wr.Set)

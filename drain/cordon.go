@@ -69,7 +69,7 @@ func unschedulableManagers(node *corev1.Node) []string {
 		var fields struct {
 			Spec map[string]json.RawMessage `json:"f:spec"`
 		}
-		if err := json.Unmarshal(entry.FieldsV1.Raw, &fields); err != nil {
+		if err := json.Unmarshal(entry.FieldsV1.GetRawBytes(), &fields); err != nil {
 			continue // unreadable: proves no ownership
 		}
 		if _, ok := fields.Spec["f:unschedulable"]; ok {

@@ -70,14 +70,14 @@ func (p *poolPlan) decideGrants(in planInput, c candidacy, busyZones map[string]
 
 // controlPlaneSlotKept says why no control-plane node may be granted
 // because one keeps the slot of a finished grant (slots: node → why), or
-// "" when none does but those this plan releases.
+// "" when none does. One this plan releases keeps it too, until the
+// release is seen (releasingWhy).
 func (p *poolPlan) controlPlaneSlotKept(slots map[string]string) string {
-	for _, name := range slices.Sorted(maps.Keys(slots)) {
-		if !slices.Contains(p.release, name) {
-			return "control-plane node " + name + " (" + slots[name] + ") keeps its slot: one control-plane node at a time, cluster-wide"
-		}
+	if len(slots) == 0 {
+		return ""
 	}
-	return ""
+	name := slices.Sorted(maps.Keys(slots))[0]
+	return "control-plane node " + name + " (" + slots[name] + ") keeps its slot: one control-plane node at a time, cluster-wide"
 }
 
 // holdOf decides, in one order, whether the pool may grant now (open) or

@@ -194,6 +194,10 @@ type counted struct {
 // the nodes it manages.
 func (p *poolPlan) count(in planInput, soaks []soakStep) counted {
 	c := counted{frozen: map[string]bool{}, busyZones: map[string]bool{}, down: make([]bool, len(in.nodes))}
+	releasing := make(map[string]bool, len(p.release))
+	for _, n := range p.release {
+		releasing[n] = true
+	}
 	for i := range in.nodes {
 		n := &in.nodes[i]
 		if n.selected && n.shared {
@@ -203,6 +207,13 @@ func (p *poolPlan) count(in planInput, soaks []soakStep) counted {
 			c.frozen[n.name] = true
 		}
 		down, why := countAs(n, in.pending)
+		if !down && releasing[n.name] {
+			// Its grant was finished in the cache this plan reads; the
+			// node may have moved on since (a new agent after its state
+			// was lost reports on no grant). It counts until the release
+			// is seen, so no grant of this pass rests on that copy.
+			down, why = true, releasingWhy
+		}
 		if step := soaks[i]; step != soakNone {
 			if down {
 				p.downAfterSoak[n.name] = why
@@ -304,15 +315,21 @@ func (p *poolPlan) bakeEnded() bool {
 	return len(p.release) > 0
 }
 
-// endSoak releases nodes whose soak ends in this plan: they serve again,
-// and count as they would without the grant, as a finished grant does.
+// releasingWhy is how a node whose slot this plan gives back counts: as
+// unavailable until the release is seen, so that the next grant never
+// rests on the cached copy that said its grant was finished.
+const releasingWhy = "slot being released (counted until the release is seen)"
+
+// endSoak releases nodes whose soak ends in this plan; they count as
+// unavailable until the release is seen (releasingWhy), or as they would
+// without the grant when that is worse.
 func (p *poolPlan) endSoak(nodes []string) {
 	for _, n := range nodes {
 		p.release = append(p.release, n)
 		if why, down := p.downAfterSoak[n]; down {
 			p.unavailable[n] = why
 		} else {
-			delete(p.unavailable, n)
+			p.unavailable[n] = releasingWhy
 		}
 	}
 }

@@ -321,8 +321,14 @@ func TestPlanCountsAFinishedNodeThatDoesNotServe(t *testing.T) {
 	}
 	nodes[0].Spec.Unschedulable = false
 	p, _ = plan(pool(intstr.FromInt32(1)), nodes.views(), nil, now)
+	if fmt.Sprint(p.release) != "[n00]" || len(p.grant) != 0 || p.unavailable["n00"] != releasingWhy {
+		t.Fatalf("Yielded and serving: release %v grant %v unavailable %v; want n00 released and counted until the release is seen",
+			p.release, p.grant, p.unavailable)
+	}
+	nodes.annotate(0, v1alpha1.AnnotationGrant, "", v1alpha1.AnnotationYieldedAt, now.UTC().Format(time.RFC3339)) // the release is seen
+	p, _ = plan(pool(intstr.FromInt32(1)), nodes.views(), nil, now)
 	if fmt.Sprint(p.grant) != "[n01]" {
-		t.Fatalf("Yielded and serving: grant %v, want [n01] in the same pass", p.grant)
+		t.Fatalf("Yielded, serving and released: grant %v, want [n01]", p.grant)
 	}
 }
 

@@ -84,8 +84,13 @@ func TestSoakKeepsTheSlotAfterDone(t *testing.T) {
 
 	f.annotate(0, v1alpha1.AnnotationSoakUntil, now.Add(-time.Second).Format(time.RFC3339))
 	pl = planWith(t, p, f, nil)
-	if !slices.Equal(pl.release, []string{"n00"}) || !slices.Equal(pl.grant, []string{"n01"}) {
-		t.Errorf("soak over: released %v, granted %v; want n00 released and n01 granted in the same pass", pl.release, pl.grant)
+	if !slices.Equal(pl.release, []string{"n00"}) || len(pl.grant) > 0 || pl.unavailable["n00"] != releasingWhy {
+		t.Errorf("soak over: released %v, granted %v, n00 counted %q; want n00 released and counted until the release is seen",
+			pl.release, pl.grant, pl.unavailable["n00"])
+	}
+	f.annotate(0, v1alpha1.AnnotationGrant, "", v1alpha1.AnnotationSoakUntil, "") // the release is seen
+	if pl = planWith(t, p, f, nil); !slices.Equal(pl.grant, []string{"n01"}) {
+		t.Errorf("soak over and released: granted %v; want n01", pl.grant)
 	}
 }
 
@@ -158,8 +163,13 @@ func TestCanaryGoesFirstOneAtATimeThenBakes(t *testing.T) {
 	}
 	f.done(0, g1)
 	pl := planWith(t, p, f, nil)
-	if len(pl.startSoak) > 0 || !slices.Equal(pl.release, []string{"n00"}) || !slices.Equal(pl.grant, []string{"n01"}) {
-		t.Fatalf("first canary done: soaks %v, released %v, granted %v; want it released and n01 next", pl.startSoak, pl.release, pl.grant)
+	if len(pl.startSoak) > 0 || !slices.Equal(pl.release, []string{"n00"}) || len(pl.grant) > 0 {
+		t.Fatalf("first canary done: soaks %v, released %v, granted %v; want it released, nothing granted until the release is seen",
+			pl.startSoak, pl.release, pl.grant)
+	}
+	f.annotate(0, v1alpha1.AnnotationGrant, "") // the release is seen
+	if pl = planWith(t, p, f, nil); !slices.Equal(pl.grant, []string{"n01"}) {
+		t.Fatalf("first canary released: granted %v; want n01 next", pl.grant)
 	}
 	if pl.releaseAtDone {
 		t.Fatalf("the last canary's grant is marked for its agent to release; it must bake")
@@ -173,8 +183,9 @@ func TestCanaryGoesFirstOneAtATimeThenBakes(t *testing.T) {
 	}
 	f.annotate(1, v1alpha1.AnnotationSoakUntil, now.Add(-time.Second).Format(time.RFC3339))
 	pl = planWith(t, p, f, nil)
-	if !slices.Equal(pl.release, []string{"n01"}) || len(pl.grant) != 3 || !pl.releaseAtDone {
-		t.Fatalf("bake over: released %v, granted %v (released by their agents %v); want n01 released and 3 granted at maxUnavailable in the same pass, released by their agents", pl.release, pl.grant, pl.releaseAtDone)
+	if !slices.Equal(pl.release, []string{"n01"}) || len(pl.grant) != 2 || !pl.releaseAtDone || pl.limit != 3 {
+		t.Fatalf("bake over: released %v, granted %v (released by their agents %v, limit %d); want n01 released and counted until the release is seen, "+
+			"2 more granted at maxUnavailable 3 in the same pass, released by their agents", pl.release, pl.grant, pl.releaseAtDone, pl.limit)
 	}
 	f.settled(1)
 	f.annotate(1, v1alpha1.AnnotationGrant, "")

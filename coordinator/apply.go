@@ -40,9 +40,9 @@ func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan 
 			result(n, "set target", err)
 		}
 	}
-	// Grants go out before the releases of the same plan: a released node
-	// was counted as it serves without its grant, so the release is
-	// bookkeeping that need not delay the next node.
+	// Grants go out before the releases of the same plan; a node released
+	// here still counted as unavailable in the plan (releasingWhy), so no
+	// grant of this pass rests on its release.
 	for _, n := range plan.grant {
 		result(n, "grant", c.grant(ctx, pool, plan, views[n], in.now))
 	}

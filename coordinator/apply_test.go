@@ -63,7 +63,7 @@ func TestOnlyStale(t *testing.T) {
 func TestGrantSaysWhoReleasesIt(t *testing.T) {
 	p := &v1alpha1.UpdatePool{Spec: v1alpha1.UpdatePoolSpec{}}
 	for _, byAgent := range []bool{true, false} {
-		set := grantAnnotations(p, "os:1", "g1", byAgent)
+		set := grantAnnotations(p, "os:1", "g1", byAgent, nil)
 		v, ok := set[v1alpha1.AnnotationReleaseAtDone]
 		switch {
 		case !ok:

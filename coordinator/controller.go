@@ -61,6 +61,12 @@ type Config struct {
 	// and the error; warnings repeat with backoff up to 5 minutes apart.
 	// kube.DefaultStallInterval when zero.
 	SyncWarningInterval time.Duration
+	// LeaderTerm is the leadership this controller runs in, written with
+	// every grant (v1alpha1.AnnotationGrantTerm) as its fencing token:
+	// an agent refuses a grant whose term is not the leader Lease's
+	// current one. RunWithLeaderElection sets it; nil (no leader
+	// election) writes grants without a term.
+	LeaderTerm *v1alpha1.LeaderTerm
 
 	// betweenReads and planned are test hooks (export_test.go): one runs
 	// in each planning pass between the copy of the expectations and the

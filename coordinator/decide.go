@@ -22,6 +22,9 @@ type Snapshot struct {
 	// Pending are the grants written but not yet seen in Nodes.
 	Pending map[string]bool
 	Now     time.Time
+	// LeaderTerm is the leadership the grants are issued in (nil: none,
+	// as without leader election).
+	LeaderTerm *v1alpha1.LeaderTerm
 }
 
 // Write is one annotation patch the plan calls for (a merge patch: nil
@@ -67,7 +70,7 @@ func Decide(pool string, snap Snapshot, grantName func(node string) string) ([]W
 	}
 	for _, n := range plan.grant {
 		g := grantName(n)
-		out = append(out, Write{Node: n, ResourceVersion: rv[n], Grant: g, Set: grantAnnotations(p, plan.target, g, plan.releaseAtDone)})
+		out = append(out, Write{Node: n, ResourceVersion: rv[n], Grant: g, Set: grantAnnotations(p, plan.target, g, plan.releaseAtDone, snap.LeaderTerm)})
 	}
 	yielded := map[string]bool{}
 	for _, n := range plan.yielded {

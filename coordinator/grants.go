@@ -44,7 +44,7 @@ func coordinatorKeys(pool *v1alpha1.UpdatePool, target string) map[string]*strin
 // API decides whether it is kept (settle).
 func (c *Controller) grant(ctx context.Context, pool *v1alpha1.UpdatePool, plan *poolPlan, v nodeView, now time.Time) error {
 	grant := c.grantNames.next(pool, now, v.stateGrnt)
-	set := grantAnnotations(pool, plan.target, grant, plan.releaseAtDone)
+	set := grantAnnotations(pool, plan.target, grant, plan.releaseAtDone, c.opts.LeaderTerm)
 	c.expectations.expect(v.name, grant, v.rv, now)
 	if err := patchNode(ctx, c.opts.Client, v.name, v.rv, set); err != nil {
 		c.expectations.settle(ctx, v.name, err, now)
@@ -64,12 +64,19 @@ func (c *Controller) grant(ctx context.Context, pool *v1alpha1.UpdatePool, plan 
 // Done (when the node keeps no slot after Done: the coordinator's release
 // write is then not needed, #21), the pool's drain policy, and the pool's
 // lifecycle hooks, stamped when the node's update starts (each hook's
-// owner removes its own).
-func grantAnnotations(pool *v1alpha1.UpdatePool, target, grant string, releaseAtDone bool) map[string]*string {
+// owner removes its own). term, when not nil, is the leadership the grant
+// is issued in: the agent checks it against the leader Lease before it
+// takes the grant.
+func grantAnnotations(pool *v1alpha1.UpdatePool, target, grant string, releaseAtDone bool, term *v1alpha1.LeaderTerm) map[string]*string {
 	set := coordinatorKeys(pool, target)
 	set[v1alpha1.AnnotationGrant] = &grant
 	set[v1alpha1.AnnotationGrantTarget] = &target
 	set[v1alpha1.AnnotationGrantPool] = &pool.Name
+	set[v1alpha1.AnnotationGrantTerm] = nil
+	if term != nil {
+		value := term.String()
+		set[v1alpha1.AnnotationGrantTerm] = &value
+	}
 	set[v1alpha1.AnnotationReleaseAtDone] = nil
 	if releaseAtDone {
 		yes := "true"

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodeward/nodeward/api/kube"
+	"github.com/nodeward/nodeward/api/v1alpha1"
 )
 
 // LeaderLeaseName is the coordination.k8s.io Lease the coordinators elect
@@ -42,7 +43,9 @@ func RunWithLeaderElection(ctx context.Context, opts Config, le LeaderConfig) er
 	if le.SyncWarningInterval == 0 {
 		le.SyncWarningInterval = opts.SyncWarningInterval
 	}
-	return runLeading(ctx, opts.Client, le, opts.Log, opts.Progress, func(ctx context.Context) {
+	return runLeading(ctx, opts.Client, le, opts.Log, opts.Progress, func(ctx context.Context, term v1alpha1.LeaderTerm) {
+		opts := opts
+		opts.LeaderTerm = &term // the fencing token of this leadership's grants
 		if err := New(opts).Run(ctx); err != nil && opts.Log != nil {
 			opts.Log.Error("coordinator stopped", "err", err)
 		}
@@ -65,12 +68,13 @@ func RunWithLeaderElection(ctx context.Context, opts Config, le LeaderConfig) er
 // take over; and a leader that shuts down releases the Lease, after lead
 // has returned.
 func RunLeading(ctx context.Context, client *kube.Client, le LeaderConfig, log *slog.Logger, lead func(context.Context)) error {
-	return runLeading(ctx, client, le, log, nil, lead)
+	return runLeading(ctx, client, le, log, nil, func(ctx context.Context, _ v1alpha1.LeaderTerm) { lead(ctx) })
 }
 
-// runLeading is RunLeading reporting to progress (nil: nowhere).
+// runLeading is RunLeading reporting to progress (nil: nowhere), passing
+// lead the term of the leadership it runs in.
 func runLeading(ctx context.Context, client *kube.Client, le LeaderConfig, log *slog.Logger, progress *Progress,
-	lead func(context.Context)) error {
+	lead func(context.Context, v1alpha1.LeaderTerm)) error {
 	if le.LeaseDuration == 0 {
 		le.LeaseDuration, le.RenewDeadline, le.RetryPeriod = 15*time.Second, 10*time.Second, 2*time.Second
 	}
@@ -89,12 +93,13 @@ func runLeading(ctx context.Context, client *kube.Client, le LeaderConfig, log *
 	if !e.acquire(ctx) {
 		return ctx.Err()
 	}
-	log.Info("became leader", "identity", le.Identity)
+	term := v1alpha1.TermOf(e.observed) // the Lease as this replica wrote it on acquiring
+	log.Info("became leader", "identity", le.Identity, "term", term.Transitions)
 	leading, stopLeading := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		lead(leading)
+		lead(leading, term)
 	}()
 	lost := !e.renew(ctx, done)
 	stopLeading()

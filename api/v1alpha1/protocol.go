@@ -28,6 +28,13 @@ const (
 	// releases it, written with the grant and removed with it
 	// (coordinator).
 	AnnotationGrantPool = protocolPrefix + "grant-pool"
+	// AnnotationGrantTerm is the leader term the grant was issued in
+	// (LeaderTerm, JSON), written with the grant and removed with it: an
+	// agent takes a grant only while the coordinators' leader Lease is
+	// still in that term, so a leader deposed while paused cannot disrupt a
+	// node with a grant it planned before the pause. Absent when the
+	// coordinator runs without leader election (coordinator).
+	AnnotationGrantTerm = protocolPrefix + "grant-term"
 	// AnnotationReleaseAtDone is "true" when the grant is given back by the
 	// agent itself: its report of Done for the grant removes the grant and
 	// the keys written with it (ReleaseKeys) in the same write, and the
@@ -95,7 +102,8 @@ const (
 // or, for a grant with AnnotationReleaseAtDone, by the agent in its Done
 // report: the grant and what is written and removed with it.
 func ReleaseKeys() []string {
-	return []string{AnnotationGrant, AnnotationGrantTarget, AnnotationGrantPool, AnnotationReleaseAtDone, AnnotationSoakUntil}
+	return []string{AnnotationGrant, AnnotationGrantTarget, AnnotationGrantPool, AnnotationGrantTerm, AnnotationReleaseAtDone,
+		AnnotationSoakUntil}
 }
 
 // Step names where the update lifecycle of a node stands: the agent writes

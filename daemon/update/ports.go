@@ -97,6 +97,10 @@ type Desired struct {
 	// GrantTarget is the target the grant was issued for: a grant for
 	// another target than the one staged is never used.
 	GrantTarget string
+	// GrantTerm is the leader term the grant was issued in
+	// (v1alpha1.AnnotationGrantTerm), as written; empty when the grant
+	// carries none. A TermChecker judges it.
+	GrantTerm string
 	// ReleaseAtDone: the agent gives the grant back itself, in the same
 	// write that reports Done for it.
 	ReleaseAtDone bool
@@ -124,6 +128,19 @@ type Protocol interface {
 	// Report publishes the agent's state on the node. It must be
 	// idempotent: the same state may be reported again after a crash.
 	Report(ctx context.Context, st State) error
+}
+
+// TermChecker is implemented by protocols whose grants carry the leader
+// term they were issued in (nodeward's own coordinator). The machine asks
+// it once, before it takes a grant: a coordinator leader paused past its
+// Lease (SIGSTOP, a VM freeze) may write, on resuming, a grant it planned
+// before another replica took over, and that grant must disrupt nothing.
+type TermChecker interface {
+	// StaleTerm says why want's grant is not of the leader Lease's
+	// current term (a malformed term too), "" when it is or when the
+	// grant carries no term. An error means the Lease could not be read:
+	// the grant is not taken until it can be.
+	StaleTerm(ctx context.Context, want Desired) (string, error)
 }
 
 // ErrorReporter is implemented by protocols that publish a step that keeps

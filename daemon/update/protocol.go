@@ -8,6 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeward/nodeward/api/kube"
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
@@ -33,7 +35,7 @@ type AnnotationProtocol struct {
 func (p *AnnotationProtocol) Desired(_ context.Context, node *corev1.Node) (Desired, error) {
 	a := node.Annotations
 	d := Desired{Target: a[v1alpha1.AnnotationTarget], Grant: a[v1alpha1.AnnotationGrant],
-		GrantTarget: a[v1alpha1.AnnotationGrantTarget]}
+		GrantTarget: a[v1alpha1.AnnotationGrantTarget], GrantTerm: a[v1alpha1.AnnotationGrantTerm]}
 	var errs []error
 	parseBool := func(key string, into *bool) {
 		v, ok := a[key]
@@ -59,6 +61,35 @@ func (p *AnnotationProtocol) Desired(_ context.Context, node *corev1.Node) (Desi
 		}
 	}
 	return d, errors.Join(errs...)
+}
+
+// StaleTerm implements TermChecker with a quorum read of the leader Lease
+// the grant's term names: a term it cannot parse, a Lease gone, or a Lease
+// in another term (another holder, a later transition, a Lease created
+// again) make the grant stale.
+func (p *AnnotationProtocol) StaleTerm(ctx context.Context, want Desired) (string, error) {
+	if want.GrantTerm == "" {
+		return "", nil
+	}
+	term, err := v1alpha1.ParseLeaderTerm(want.GrantTerm)
+	if err != nil {
+		return fmt.Sprintf("grant %s: annotation %s: %v: a grant whose term cannot be checked is never used",
+			want.Grant, v1alpha1.AnnotationGrantTerm, err), nil
+	}
+	namespace, name := term.LeaseNamespaceName()
+	lease, err := p.Client.Leases(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Sprintf("grant %s was issued in term %d of leader Lease %s, which no longer exists: a deposed leader's grant is never used",
+			want.Grant, term.Transitions, term.Lease), nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read leader Lease %s to check the term of grant %s: %w", term.Lease, want.Grant, err)
+	}
+	if now := v1alpha1.TermOf(lease); now != term {
+		return fmt.Sprintf("grant %s was issued in term %d of leader Lease %s (holder %s), which is now in term %d (holder %q): "+
+			"a deposed leader's grant is never used", want.Grant, term.Transitions, term.Lease, term.Holder, now.Transitions, now.Holder), nil
+	}
+	return "", nil
 }
 
 // Report implements Protocol with one merge patch of the agent's keys.

@@ -71,7 +71,15 @@ func (m *Machine) staged(ctx context.Context, node *corev1.Node, want Desired) (
 	if want.Grant == "" {
 		return v1alpha1.StepStaged, nil
 	}
-	if why := m.unusableGrant(want); why != "" {
+	why := m.unusableGrant(want)
+	if why == "" {
+		var err error
+		if why, err = m.staleTerm(ctx, want); err != nil {
+			st.Reason = "holding grant " + want.Grant + " untaken: " + err.Error()
+			return v1alpha1.StepStaged, err
+		}
+	}
+	if why != "" {
 		// Give the grant back at once rather than hold a slot it will
 		// never use: the coordinator releases a Yielded grant.
 		st.Grant, st.ReleaseAtDone, st.Reason = want.Grant, false, why
@@ -100,6 +108,16 @@ func (m *Machine) unusableGrant(want Desired) string {
 		return fmt.Sprintf("grant %s was used for the previous update: waiting for a new grant", want.Grant)
 	}
 	return ""
+}
+
+// staleTerm asks the protocol, when it can tell, whether want's grant was
+// issued by a deposed coordinator leader (TermChecker).
+func (m *Machine) staleTerm(ctx context.Context, want Desired) (string, error) {
+	checker, ok := m.cfg.Protocol.(TermChecker)
+	if !ok {
+		return "", nil
+	}
+	return checker.StaleTerm(ctx, want)
 }
 
 // slotStillHeld checks, before any disruption, that the grant taken is

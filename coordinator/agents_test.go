@@ -58,10 +58,12 @@ func scriptAgents(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, s
 				}(node.Name)
 			}
 			grant := ann[v1alpha1.AnnotationGrant]
-			if grant == "" || seen[grant] {
+			// Grant names are unique per node only: two leaders may name
+			// grants to different nodes alike in the same second.
+			if grant == "" || seen[node.Name+"/"+grant] {
 				continue
 			}
-			seen[grant] = true
+			seen[node.Name+"/"+grant] = true
 			g := grantEvent{node: node.Name, grant: grant, target: ann[v1alpha1.AnnotationGrantTarget]}
 			if g.target == "" {
 				g.target = ann[v1alpha1.AnnotationTarget] // a coordinator that does not write grant-target

@@ -59,7 +59,9 @@ const (
 	newImage   = "quay.io/fedora/fedora-coreos:43"
 	secondTarg = "ostree-unverified-registry:" + newImage
 	workNS     = "chaos-work"
-	pinNS      = "chaos-pin"
+	// soak is pool a's soak and pool b's canary bake.
+	soak  = "3s"
+	pinNS = "chaos-pin"
 )
 
 var (
@@ -244,10 +246,20 @@ func TestChaos(t *testing.T) {
 	setup := time.Since(began)
 	rolloutStart := time.Now()
 	createPool(t, dyn, cpPool, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-		{Key: controlPlaneLabel, Operator: metav1.LabelSelectorOpExists}}}, 2, true)
+		{Key: controlPlaneLabel, Operator: metav1.LabelSelectorOpExists}}}, 2, func(s *v1alpha1.UpdatePoolSpec) { s.ControlPlane = true })
 	pools := map[string]string{"a": "workers-a", "b": "workers-b"}
-	createPool(t, dyn, pools["a"], &metav1.LabelSelector{MatchLabels: map[string]string{PoolLabel: "a"}}, sz.maxA, false)
-	createPool(t, dyn, pools["b"], &metav1.LabelSelector{MatchLabels: map[string]string{PoolLabel: "b"}}, sz.maxB, false)
+	// Pool a soaks each node and retries a blocked drain; pool b bakes a
+	// canary and forces a blocked drain (DrainPolicy switches them).
+	createPool(t, dyn, pools["a"], &metav1.LabelSelector{MatchLabels: map[string]string{PoolLabel: "a"}}, sz.maxA,
+		func(s *v1alpha1.UpdatePoolSpec) {
+			s.Soak = soak
+			s.Drain = &v1alpha1.DrainSpec{Timeout: drainTimeout, OnTimeout: "Retry"}
+		})
+	createPool(t, dyn, pools["b"], &metav1.LabelSelector{MatchLabels: map[string]string{PoolLabel: "b"}}, sz.maxB,
+		func(s *v1alpha1.UpdatePoolSpec) {
+			s.Canary = &v1alpha1.Canary{Nodes: ptr.To(intstr.FromInt(1)), Bake: soak}
+			s.Drain = &v1alpha1.DrainSpec{Timeout: drainTimeout, OnTimeout: "Force"}
+		})
 	cluster.WaitFor(t, 3*time.Minute, "a first grant", func(context.Context) (bool, error) {
 		for _, v := range w.Nodes() {
 			if v.Grant != "" {
@@ -399,13 +411,15 @@ func workload(t *testing.T, cp *cluster.ControlPlane, replicas int) {
 	})
 }
 
-func createPool(t *testing.T, dyn dynamic.Interface, name string, sel *metav1.LabelSelector, maxUnavailable int, controlPlane bool) {
+func createPool(t *testing.T, dyn dynamic.Interface, name string, sel *metav1.LabelSelector, maxUnavailable int,
+	more func(*v1alpha1.UpdatePoolSpec)) {
 	t.Helper()
 	pool := &v1alpha1.UpdatePool{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{runLabel: runValue}},
-		Spec: v1alpha1.UpdatePoolSpec{NodeSelector: sel, OSImage: sim.ProcTarget, ControlPlane: controlPlane,
+		Spec: v1alpha1.UpdatePoolSpec{NodeSelector: sel, OSImage: sim.ProcTarget,
 			MaxUnavailable: ptr.To(intstr.FromInt(maxUnavailable))},
 	}
+	more(&pool.Spec)
 	if err := cluster.CreatePool(context.Background(), dyn, pool); err != nil {
 		t.Fatal(err)
 	}

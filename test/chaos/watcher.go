@@ -107,6 +107,10 @@ type WatcherOptions struct {
 	// passing the pre-drain gate counts as ignoring it (the agent may have
 	// decided on a copy of its Node from just before). Default 10 s.
 	HookGrace time.Duration
+	// PolicyGrace is how long after a pool's drain policy left Force a
+	// node may still act on Force (the coordinator rewrites it on the
+	// nodes in flight once a leader sees the change). Default 30 s.
+	PolicyGrace time.Duration
 	// Log receives progress lines (nil: none).
 	Log func(format string, args ...any)
 	// Now is the clock (default time.Now), for the watcher's own tests.
@@ -125,6 +129,10 @@ type Watcher struct {
 	nodes      map[string]*nodeRec
 	pools      map[string]*poolRec
 	admin      map[string]bool // nodes an admin cordoned and has not uncordoned
+	departed   map[string]*departure
+	pins       map[string]*pin           // PDB-blocked pods by UID
+	policies   map[string][]policyChange // drain policies by pool name, kept across deletions
+	poolGone   map[string]time.Time      // when a pool was last deleted
 	violations []Violation
 	cpOver     bool // more than one control-plane node disrupted right now
 	stats      Stats
@@ -188,6 +196,9 @@ func NewWatcher(opts WatcherOptions) *Watcher {
 	if opts.HookGrace == 0 {
 		opts.HookGrace = 10 * time.Second
 	}
+	if opts.PolicyGrace == 0 {
+		opts.PolicyGrace = 30 * time.Second
+	}
 	if opts.Log == nil {
 		opts.Log = func(string, ...any) {}
 	}
@@ -195,7 +206,8 @@ func NewWatcher(opts WatcherOptions) *Watcher {
 		opts.Now = time.Now
 	}
 	return &Watcher{opts: opts, nodes: map[string]*nodeRec{}, pools: map[string]*poolRec{},
-		admin: map[string]bool{}, stats: Stats{MaxDisrupted: map[string]int{}}, synced: make(chan struct{})}
+		admin: map[string]bool{}, departed: map[string]*departure{}, pins: map[string]*pin{},
+		policies: map[string][]policyChange{}, poolGone: map[string]time.Time{}, stats: Stats{MaxDisrupted: map[string]int{}}, synced: make(chan struct{})}
 }
 
 // Run watches until ctx ends.
@@ -365,11 +377,7 @@ func (w *Watcher) replaceNodes(objs []runtime.Object, gap bool) {
 	for _, o := range objs {
 		n := o.(*corev1.Node)
 		seen[n.Name] = true
-		rec := w.nodes[n.Name]
-		if rec == nil {
-			rec = &nodeRec{hooks: map[string]time.Time{}, joined: map[string]time.Time{}}
-			w.nodes[n.Name] = rec
-		}
+		rec := w.recFor(n)
 		old := rec.node
 		if old != nil && old.ResourceVersion == n.ResourceVersion {
 			continue
@@ -377,9 +385,9 @@ func (w *Watcher) replaceNodes(objs []runtime.Object, gap bool) {
 		rec.node = n
 		changed = append(changed, change{rec, old, n})
 	}
-	for name := range w.nodes {
+	for name, rec := range w.nodes {
 		if !seen[name] {
-			delete(w.nodes, name)
+			w.depart(name, rec.node)
 		}
 	}
 	for _, c := range changed {
@@ -397,18 +405,30 @@ func (w *Watcher) nodeEvent(t watch.EventType, obj runtime.Object) {
 	defer w.mu.Unlock()
 	w.stats.NodeEvents++
 	if t == watch.Deleted {
-		delete(w.nodes, n.Name)
+		w.depart(n.Name, n)
 		w.checkControlPlane(w.opts.Now())
 		return
 	}
+	rec := w.recFor(n)
+	old := rec.node
+	rec.node = n
+	w.observeNode(rec, old, n, false)
+}
+
+// recFor returns the record of n's name, a new one when there is none or
+// when n is another Node object of that name (a new UID: the old one was
+// deleted, maybe unseen in a watch gap).
+func (w *Watcher) recFor(n *corev1.Node) *nodeRec {
 	rec := w.nodes[n.Name]
+	if rec != nil && rec.node != nil && rec.node.UID != n.UID {
+		w.depart(n.Name, rec.node)
+		rec = nil
+	}
 	if rec == nil {
 		rec = &nodeRec{hooks: map[string]time.Time{}, joined: map[string]time.Time{}}
 		w.nodes[n.Name] = rec
 	}
-	old := rec.node
-	rec.node = n
-	w.observeNode(rec, old, n, false)
+	return rec
 }
 
 // observeNode runs every check on one node's change from old (nil when
@@ -416,6 +436,7 @@ func (w *Watcher) nodeEvent(t watch.EventType, obj runtime.Object) {
 // learned from a relist, intermediate states may be missing.
 func (w *Watcher) observeNode(rec *nodeRec, old, cur *corev1.Node, gap bool) {
 	now := w.opts.Now()
+	w.returned(cur)
 	w.trackPools(rec, old, cur, now)
 	rec.trackHooks(cur, now)
 	w.checkSchedulability(rec, old, cur, now, gap)
@@ -548,12 +569,8 @@ func (w *Watcher) countDisrupted(rec *nodeRec) {
 		if !rec.memberOf(p) {
 			continue
 		}
-		n := 0
-		for _, r := range w.nodes {
-			if r.memberOf(p) && disrupted(r.node) {
-				n++
-			}
-		}
+		_, counted := w.countedIn(p, w.opts.Now(), false)
+		n := len(disruptedAmong(counted, p, ""))
 		w.stats.MaxDisrupted[p] = max(w.stats.MaxDisrupted[p], n)
 	}
 }
@@ -595,28 +612,16 @@ func (w *Watcher) checkGrant(rec *nodeRec, cur *corev1.Node, grant string, now t
 	}
 	p := w.pools[name]
 	if p == nil {
-		w.opts.Log("watcher: grant %q on %s from pool %q, which the watcher does not know", grant, cur.Name, name)
+		w.grantOfNoPool(cur, name, grant, now)
 		return
 	}
 	w.stats.Grants++
-	members := 0
-	var counted []*corev1.Node
-	for _, r := range w.nodes {
-		if !r.memberOf(p.name) {
-			continue
-		}
-		members++
-		if joined, ok := r.joined[p.name]; ok && now.Sub(joined) < w.opts.Grace {
-			continue // relabelled in just now: the coordinator may not know yet
-		}
-		counted = append(counted, r.node)
-	}
+	members, counted := w.countedIn(p.name, now, true)
 	limit := w.limitAt(p, members, now)
-	over := oracle.UpdateDisruption.GrantExcess(cur.Name, counted, limit)
-	if over == nil {
+	others := disruptedAmong(counted, p.name, cur.Name)
+	if len(others) < limit {
 		return
 	}
-	others := over.Nodes
 	how := ""
 	if gap {
 		how = " (seen on a relist after a watch gap)"
@@ -630,11 +635,19 @@ func (w *Watcher) checkGrant(rec *nodeRec, cur *corev1.Node, grant string, now t
 func (w *Watcher) describe(names []string) string {
 	parts := make([]string, 0, len(names))
 	for _, name := range names {
-		n := w.nodes[name].node
+		n := w.lastSeen(name)
+		if n == nil {
+			parts = append(parts, name+"[unknown]")
+			continue
+		}
 		a := n.Annotations
 		_, rec := a[keyCordonedBy]
-		parts = append(parts, fmt.Sprintf("%s[state=%s state-grant=%q grant=%q grant-pool=%q cordoned-by=%v unschedulable=%v]",
-			name, a[keyState], a[keyStateGrant], a[keyGrant], a[keyGrantPool], rec, n.Spec.Unschedulable))
+		gone := ""
+		if w.departed[name] != nil {
+			gone = " departed"
+		}
+		parts = append(parts, fmt.Sprintf("%s[state=%s state-grant=%q grant=%q grant-pool=%q soak-until=%q cordoned-by=%v unschedulable=%v%s]",
+			name, a[keyState], a[keyStateGrant], a[keyGrant], a[keyGrantPool], a[keySoakUntil], rec, n.Spec.Unschedulable, gone))
 	}
 	return strings.Join(parts, " ")
 }
@@ -679,11 +692,7 @@ func budget(mu *intstr.IntOrString, members int, controlPlane bool) int {
 }
 
 func (w *Watcher) checkControlPlane(now time.Time) {
-	nodes := make([]*corev1.Node, 0, len(w.nodes))
-	for _, r := range w.nodes {
-		nodes = append(nodes, r.node)
-	}
-	over := oracle.UpdateDisruption.ControlPlaneExcess(nodes)
+	over := oracle.UpdateDisruption.ControlPlaneExcess(w.clusterNodes())
 	if over == nil {
 		w.cpOver = false
 		return
@@ -725,7 +734,7 @@ func (w *Watcher) replacePools(objs []runtime.Object, _ bool) {
 	}
 	for name := range w.pools {
 		if !seen[name] {
-			delete(w.pools, name)
+			w.dropPool(name)
 		}
 	}
 	w.remember()
@@ -737,7 +746,7 @@ func (w *Watcher) poolEvent(t watch.EventType, obj runtime.Object) {
 	w.stats.PoolEvents++
 	if t == watch.Deleted {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
-			delete(w.pools, u.GetName())
+			w.dropPool(u.GetName())
 		}
 	} else {
 		w.applyPool(obj)
@@ -771,6 +780,7 @@ func (w *Watcher) applyPool(obj runtime.Object) string {
 		w.pools[pool.Name] = p
 	}
 	p.selector, p.controlPlane, p.target = sel, pool.Spec.ControlPlane, pool.Spec.OSImage
+	w.trackPolicy(pool.Name, &pool, false)
 	mu := pool.Spec.MaxUnavailable
 	if n := len(p.history); n == 0 || !sameIntStr(p.history[n-1].max, mu) {
 		p.history = append(p.history, limitChange{at: w.opts.Now(), max: mu})
@@ -860,6 +870,7 @@ func (w *Watcher) CheckDrained(ctx context.Context, node string, down time.Time)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.stats.RebootsChecked++
+	w.checkPins(node, pods.Items, down)
 	if len(left) > 0 {
 		slices.Sort(left)
 		rec := w.nodes[node]
@@ -904,6 +915,7 @@ func (w *Watcher) Stats() Stats {
 // NodeView is what the watcher last saw of a node.
 type NodeView struct {
 	Name, Pool, PoolTarget   string
+	GrantPool                string
 	State, StateTarget       string
 	Grant                    string
 	CordonRecord             bool
@@ -919,7 +931,7 @@ func (w *Watcher) Nodes() []NodeView {
 	for name, r := range w.nodes {
 		a := r.node.Annotations
 		_, rec := a[keyCordonedBy]
-		v := NodeView{Name: name, Pool: r.pool, State: a[keyState], StateTarget: a[keyStateTarget], Grant: a[keyGrant],
+		v := NodeView{Name: name, Pool: r.pool, State: a[keyState], StateTarget: a[keyStateTarget], Grant: a[keyGrant], GrantPool: a[keyGrantPool],
 			CordonRecord: rec, Unschedulable: r.node.Spec.Unschedulable, Disrupted: disrupted(r.node), Hooks: len(r.hooks)}
 		if p := w.pools[r.pool]; p != nil {
 			v.PoolTarget = p.target

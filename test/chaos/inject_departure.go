@@ -73,7 +73,7 @@ func (in *Injector) awaitDeparture(ctx context.Context, r *Record, h *RebootHook
 		}
 		sleep(ctx, 200*time.Millisecond)
 	}
-	if !h.Withdraw() {
+	if h.Withdraw() {
 		select {
 		case <-h.Done():
 		case <-ctx.Done():

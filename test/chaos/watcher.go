@@ -133,6 +133,7 @@ type Watcher struct {
 	pins       map[string]*pin           // PDB-blocked pods by UID
 	policies   map[string][]policyChange // drain policies by pool name, kept across deletions
 	poolGone   map[string]time.Time      // when a pool was last deleted
+	deleted    map[string]bool           // names whose Node was deleted once
 	violations []Violation
 	cpOver     bool // more than one control-plane node disrupted right now
 	stats      Stats
@@ -154,7 +155,8 @@ type Stats struct {
 	// RebootsUnverified those the API did not answer for in time.
 	RebootsChecked, RebootsUnverified int
 	// StepsUnverified counts finalizations after a watch gap hid the
-	// node's steps (the pod check at the reboot still applies).
+	// node's steps, and stale reports of them on a Node registered again
+	// (the pod check at the reboot still applies).
 	StepsUnverified int
 }
 
@@ -173,6 +175,8 @@ type nodeRec struct {
 	hooks                 map[string]time.Time // pre-drain hooks and when first seen
 	step                  string
 	cordonedAt            time.Time // when the watcher last saw it turn unschedulable
+	// reborn: a Node of this name was deleted before this one registered.
+	reborn bool
 }
 
 type poolRec struct {
@@ -207,7 +211,8 @@ func NewWatcher(opts WatcherOptions) *Watcher {
 	}
 	return &Watcher{opts: opts, nodes: map[string]*nodeRec{}, pools: map[string]*poolRec{},
 		admin: map[string]bool{}, departed: map[string]*departure{}, pins: map[string]*pin{},
-		policies: map[string][]policyChange{}, poolGone: map[string]time.Time{}, stats: Stats{MaxDisrupted: map[string]int{}}, synced: make(chan struct{})}
+		policies: map[string][]policyChange{}, poolGone: map[string]time.Time{},
+		deleted: map[string]bool{}, stats: Stats{MaxDisrupted: map[string]int{}}, synced: make(chan struct{})}
 }
 
 // Run watches until ctx ends.
@@ -425,7 +430,7 @@ func (w *Watcher) recFor(n *corev1.Node) *nodeRec {
 		rec = nil
 	}
 	if rec == nil {
-		rec = &nodeRec{hooks: map[string]time.Time{}, joined: map[string]time.Time{}}
+		rec = &nodeRec{hooks: map[string]time.Time{}, joined: map[string]time.Time{}, reborn: w.deleted[n.Name]}
 		w.nodes[n.Name] = rec
 	}
 	return rec
@@ -550,7 +555,9 @@ func (w *Watcher) checkHooksHonoured(rec *nodeRec, cur *corev1.Node, prev string
 func (w *Watcher) checkDrainedBeforeReboot(rec *nodeRec, cur *corev1.Node, prev string, now time.Time) {
 	switch {
 	case rec.drained || rec.flagged:
-	case rec.gap:
+	case rec.gap || (rec.reborn && cur.Annotations[keyStateGrant] != cur.Annotations[keyGrant]):
+		// Hidden by a gap, or the agent's report from before its machine
+		// went down landing on the Node registered since (no grant).
 		w.stats.StepsUnverified++
 		rec.flagged = true
 	default:

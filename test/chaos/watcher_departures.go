@@ -38,6 +38,7 @@ type departure struct {
 // lapse (the pod garbage collector deletes the pods of a deleted Node).
 func (w *Watcher) depart(name string, last *corev1.Node) {
 	delete(w.nodes, name)
+	w.deleted[name] = true
 	for uid, p := range w.pins {
 		if p.node == name {
 			delete(w.pins, uid)

@@ -101,7 +101,8 @@ func TestWatcherDepartedNodeCounts(t *testing.T) {
 	h.grant("n3", "g3", "a")
 	h.expect(VMaxUnavailable, VMaxUnavailable)
 	h.release("n3")
-	// Serving: free.
+	// Its agent finishes and the Node serves: free.
+	h.step("n1", "Done", "g1")
 	h.setReady("n1", true)
 	h.grant("n3", "g4", "a")
 	h.expect(VMaxUnavailable, VMaxUnavailable)

@@ -26,11 +26,33 @@ func (in *Injector) workerPools() []string {
 	return names
 }
 
-// recreatePool deletes a worker pool and creates it again with the same
+// poolsWithGrants are the worker pools with grants out (by the watcher's
+// view), or every worker pool when none has.
+func (in *Injector) poolsWithGrants() []string {
+	out := map[string]bool{}
+	for _, v := range in.Watcher.Nodes() {
+		if v.Grant != "" {
+			out[v.GrantPool] = true
+		}
+	}
+	var names []string
+	for _, name := range in.workerPools() {
+		if out[name] {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return in.workerPools()
+	}
+	return names
+}
+
+// recreatePool deletes a worker pool (one with grants out, when there is
+// one) and creates it again with the same
 // name, labels and spec after Hold (as an admin re-applying a manifest
 // would: none of the annotations the coordinator wrote).
 func (in *Injector) recreatePool(ctx context.Context, r *Record, _ int) error {
-	r.Victim = pick(in.workerPools(), r.Pick)
+	r.Victim = pick(in.poolsWithGrants(), r.Pick)
 	var spec v1alpha1.UpdatePoolSpec
 	var labels map[string]string
 	err := in.retry(ctx, func(ctx context.Context) error {

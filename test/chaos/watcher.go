@@ -3,18 +3,12 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -22,7 +16,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/test/oracle"
 )
 
@@ -141,25 +134,6 @@ type Watcher struct {
 	syncedN    int
 }
 
-// Stats are the watcher's counters.
-type Stats struct {
-	NodeEvents, PoolEvents int
-	// Gaps counts relists after a watch could not resume (the API server
-	// restarted and the resourceVersion had expired).
-	Gaps int
-	// Grants counts new grants checked against their pool's budget.
-	Grants int
-	// MaxDisrupted is the most disrupted nodes seen at once per pool.
-	MaxDisrupted map[string]int
-	// RebootsChecked counts machine reboots whose pods were checked;
-	// RebootsUnverified those the API did not answer for in time.
-	RebootsChecked, RebootsUnverified int
-	// StepsUnverified counts finalizations after a watch gap hid the
-	// node's steps, and stale reports of them on a Node registered again
-	// (the pod check at the reboot still applies).
-	StepsUnverified int
-}
-
 type nodeRec struct {
 	node *corev1.Node
 	// pool is the first pool (by name) selecting the node, sel every
@@ -231,140 +205,6 @@ func (w *Watcher) WaitSynced(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("watcher: first lists: %w", ctx.Err())
 	}
-}
-
-// loop lists, then watches from the list's resourceVersion, resuming each
-// broken watch where it stopped; when the API server no longer has that
-// resourceVersion (410 Gone, after a restart) it lists again: a gap.
-func (w *Watcher) loop(ctx context.Context, what string,
-	list func(context.Context) ([]runtime.Object, string, error),
-	watchFrom func(context.Context, string) (watch.Interface, error),
-	replace func(objs []runtime.Object, gap bool),
-	event func(watch.EventType, runtime.Object)) {
-	first := true
-	for ctx.Err() == nil {
-		objs, rv, err := list(ctx)
-		if err != nil {
-			sleep(ctx, 250*time.Millisecond)
-			continue
-		}
-		replace(objs, !first)
-		if first {
-			w.mu.Lock()
-			if w.syncedN++; w.syncedN == 2 {
-				close(w.synced)
-			}
-			w.mu.Unlock()
-		} else {
-			w.mu.Lock()
-			w.stats.Gaps++
-			w.mu.Unlock()
-			w.opts.Log("watcher: %s relisted at resourceVersion %s (watch gap)", what, rv)
-		}
-		first = false
-		for ctx.Err() == nil {
-			wi, err := watchFrom(ctx, rv)
-			if err != nil {
-				if expired(err) {
-					break
-				}
-				sleep(ctx, 250*time.Millisecond)
-				continue
-			}
-			next, gone := w.drain(wi, rv, event)
-			wi.Stop()
-			rv = next
-			if gone {
-				break
-			}
-		}
-	}
-}
-
-// drain consumes one watch until it ends; it returns the last
-// resourceVersion seen and whether the watch ended on 410 Gone.
-func (w *Watcher) drain(wi watch.Interface, rv string, event func(watch.EventType, runtime.Object)) (string, bool) {
-	for ev := range wi.ResultChan() {
-		switch ev.Type {
-		case watch.Error:
-			return rv, expired(apierrors.FromObject(ev.Object))
-		case watch.Bookmark:
-			if m, err := metaOf(ev.Object); err == nil {
-				rv = m.GetResourceVersion()
-			}
-		default:
-			if m, err := metaOf(ev.Object); err == nil {
-				rv = m.GetResourceVersion()
-			}
-			event(ev.Type, ev.Object)
-		}
-	}
-	return rv, false
-}
-
-func metaOf(obj runtime.Object) (metav1.Object, error) {
-	if m, ok := obj.(metav1.Object); ok {
-		return m, nil
-	}
-	return nil, fmt.Errorf("%T has no metadata", obj)
-}
-
-func expired(err error) bool {
-	if err == nil {
-		return false
-	}
-	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-		return true
-	}
-	s, ok := err.(apierrors.APIStatus)
-	return ok && s.Status().Code == http.StatusGone
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
-}
-
-var watchTimeout = int64(300)
-
-func (w *Watcher) listNodes(ctx context.Context) ([]runtime.Object, string, error) {
-	lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	list, err := w.opts.Client.CoreV1().Nodes().List(lctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, "", err
-	}
-	objs := make([]runtime.Object, len(list.Items))
-	for i := range list.Items {
-		objs[i] = &list.Items[i]
-	}
-	return objs, list.ResourceVersion, nil
-}
-
-func (w *Watcher) watchNodes(ctx context.Context, rv string) (watch.Interface, error) {
-	return w.opts.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{ResourceVersion: rv,
-		AllowWatchBookmarks: true, TimeoutSeconds: &watchTimeout})
-}
-
-func (w *Watcher) listPools(ctx context.Context) ([]runtime.Object, string, error) {
-	lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	list, err := w.opts.Dynamic.Resource(v1alpha1.UpdatePoolResource()).List(lctx, metav1.ListOptions{LabelSelector: w.opts.PoolSelector})
-	if err != nil {
-		return nil, "", err
-	}
-	objs := make([]runtime.Object, len(list.Items))
-	for i := range list.Items {
-		objs[i] = &list.Items[i]
-	}
-	return objs, list.GetResourceVersion(), nil
-}
-
-func (w *Watcher) watchPools(ctx context.Context, rv string) (watch.Interface, error) {
-	return w.opts.Dynamic.Resource(v1alpha1.UpdatePoolResource()).Watch(ctx, metav1.ListOptions{
-		LabelSelector: w.opts.PoolSelector, ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: &watchTimeout})
 }
 
 // replaceNodes applies a (re)list: the whole snapshot first, then the
@@ -659,45 +499,6 @@ func (w *Watcher) describe(names []string) string {
 	return strings.Join(parts, " ")
 }
 
-// limitAt is the pool's budget at now: the largest limit in force at any
-// moment of the last Grace (a coordinator cannot see a lowered limit
-// before its watch delivers it).
-func (w *Watcher) limitAt(p *poolRec, members int, now time.Time) int {
-	limit := -1
-	for i, c := range p.history {
-		end := now
-		if i+1 < len(p.history) {
-			end = p.history[i+1].at
-		}
-		if end.Before(now.Add(-w.opts.Grace)) {
-			continue // superseded before the grace window
-		}
-		limit = max(limit, budget(c.max, members, p.controlPlane))
-	}
-	return max(limit, 0)
-}
-
-// budget resolves maxUnavailable as the API documents it: a count, or a
-// percentage of the pool's nodes rounded down but at least 1; default 1;
-// at most 1 in the control-plane pool.
-func budget(mu *intstr.IntOrString, members int, controlPlane bool) int {
-	limit := 1
-	if mu != nil {
-		if mu.Type == intstr.Int {
-			limit = int(mu.IntVal)
-		} else {
-			var pct int
-			if _, err := fmt.Sscanf(strings.TrimSuffix(mu.StrVal, "%"), "%d", &pct); err == nil {
-				limit = max(1, members*pct/100)
-			}
-		}
-	}
-	if controlPlane {
-		limit = min(limit, 1)
-	}
-	return limit
-}
-
 func (w *Watcher) checkControlPlane(now time.Time) {
 	over := oracle.UpdateDisruption.ControlPlaneExcess(w.clusterNodes())
 	if over == nil {
@@ -718,100 +519,6 @@ func (w *Watcher) record(v Violation) {
 	w.opts.Log("VIOLATION %s", v)
 }
 
-// poolsOf lists the pools (by name) whose selector matches n.
-func (w *Watcher) poolsOf(n *corev1.Node) []string {
-	var out []string
-	for name, p := range w.pools {
-		if p.selector.Matches(labels.Set(n.Labels)) {
-			out = append(out, name)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func (w *Watcher) replacePools(objs []runtime.Object, _ bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	seen := map[string]bool{}
-	for _, o := range objs {
-		if name := w.applyPool(o); name != "" {
-			seen[name] = true
-		}
-	}
-	for name := range w.pools {
-		if !seen[name] {
-			w.dropPool(name)
-		}
-	}
-	w.remember()
-}
-
-func (w *Watcher) poolEvent(t watch.EventType, obj runtime.Object) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.stats.PoolEvents++
-	if t == watch.Deleted {
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			w.dropPool(u.GetName())
-		}
-	} else {
-		w.applyPool(obj)
-	}
-	w.remember()
-}
-
-// applyPool records a pool's selector, target and maxUnavailable history.
-func (w *Watcher) applyPool(obj runtime.Object) string {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return ""
-	}
-	var pool v1alpha1.UpdatePool
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &pool); err != nil {
-		w.opts.Log("watcher: decode pool %s: %v", u.GetName(), err)
-		return ""
-	}
-	sel := labels.Nothing()
-	if pool.Spec.NodeSelector != nil {
-		s, err := metav1.LabelSelectorAsSelector(pool.Spec.NodeSelector)
-		if err != nil {
-			w.opts.Log("watcher: pool %s selector: %v", pool.Name, err)
-		} else {
-			sel = s
-		}
-	}
-	p := w.pools[pool.Name]
-	if p == nil {
-		p = &poolRec{name: pool.Name}
-		w.pools[pool.Name] = p
-	}
-	p.selector, p.controlPlane, p.target = sel, pool.Spec.ControlPlane, pool.Spec.OSImage
-	w.trackPolicy(pool.Name, &pool, false)
-	mu := pool.Spec.MaxUnavailable
-	if n := len(p.history); n == 0 || !sameIntStr(p.history[n-1].max, mu) {
-		p.history = append(p.history, limitChange{at: w.opts.Now(), max: mu})
-	}
-	return pool.Name
-}
-
-func sameIntStr(a, b *intstr.IntOrString) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
-}
-
-// remember recomputes every node's pool after a pool change; a pool change
-// is not a relabel, so no node gets a grace for it.
-func (w *Watcher) remember() {
-	for _, r := range w.nodes {
-		if r.node != nil {
-			r.setPools(w.poolsOf(r.node))
-		}
-	}
-}
-
 // AdminCordoned tells the watcher an admin is about to cordon node: from
 // the cordon until AdminUncordoned, only the admin may make it schedulable.
 func (w *Watcher) AdminCordoned(node string) {
@@ -826,138 +533,4 @@ func (w *Watcher) AdminUncordoned(node string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.admin, node)
-}
-
-// CheckDrained is called when node's machine goes down (before the agent
-// dies): every pod bound to it before then must be gone, since the drain
-// waits for evicted pods to disappear. The API is asked directly (a quorum
-// read), for up to 10 s; a reboot it could not check is counted
-// unverified.
-func (w *Watcher) CheckDrained(ctx context.Context, node string, down time.Time) {
-	var pods *corev1.PodList
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		var err error
-		pods, err = w.opts.Client.CoreV1().Pods("").List(lctx, metav1.ListOptions{
-			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			w.mu.Lock()
-			w.stats.RebootsUnverified++
-			w.mu.Unlock()
-			w.opts.Log("watcher: reboot of %s at %s not checked: %v", node, down.Format("15:04:05.000"), err)
-			return
-		}
-		sleep(ctx, 250*time.Millisecond)
-	}
-	var left []string
-	for _, p := range pods.Items {
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		// Timestamps have a one-second resolution: a pod created in the
-		// second of the reboot or later is not the drain's.
-		if !p.CreationTimestamp.Time.Before(down.Add(-time.Second)) {
-			continue
-		}
-		if t := scheduledAt(&p); !t.IsZero() && !t.Before(down.Add(-time.Second)) {
-			continue
-		}
-		state := "running"
-		if p.DeletionTimestamp != nil {
-			state = "terminating"
-		}
-		left = append(left, fmt.Sprintf("%s/%s (%s, created %s, scheduled %s)", p.Namespace, p.Name, state,
-			p.CreationTimestamp.Format("15:04:05"), scheduledAt(&p).Format("15:04:05")))
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.stats.RebootsChecked++
-	w.checkPins(node, pods.Items, down)
-	if len(left) > 0 {
-		slices.Sort(left)
-		rec := w.nodes[node]
-		desc, pool, cordoned := "", "", ""
-		if rec != nil {
-			desc, pool, cordoned = w.describe([]string{node}), rec.pool, rec.cordonedAt.Format("15:04:05.000")
-		}
-		w.record(Violation{At: down, Kind: VRebootUndrained, Pool: pool, Nodes: []string{node},
-			Detail: fmt.Sprintf("machine went down with %d pods still bound: %s; node cordoned (as the watcher saw it) at %s; %s",
-				len(left), strings.Join(left, ", "), cordoned, desc)})
-	}
-}
-
-func scheduledAt(p *corev1.Pod) time.Time {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
-			return c.LastTransitionTime.Time
-		}
-	}
-	return time.Time{}
-}
-
-// Violations returns a copy of every violation recorded so far.
-func (w *Watcher) Violations() []Violation {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.violations)
-}
-
-// Stats returns a copy of the counters.
-func (w *Watcher) Stats() Stats {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	s := w.stats
-	s.MaxDisrupted = map[string]int{}
-	for k, v := range w.stats.MaxDisrupted {
-		s.MaxDisrupted[k] = v
-	}
-	return s
-}
-
-// NodeView is what the watcher last saw of a node.
-type NodeView struct {
-	Name, Pool, PoolTarget   string
-	GrantPool                string
-	State, StateTarget       string
-	Grant                    string
-	CordonRecord             bool
-	Unschedulable, Disrupted bool
-	Hooks                    int
-}
-
-// Nodes returns the watcher's view of every node, by name.
-func (w *Watcher) Nodes() []NodeView {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make([]NodeView, 0, len(w.nodes))
-	for name, r := range w.nodes {
-		a := r.node.Annotations
-		_, rec := a[keyCordonedBy]
-		v := NodeView{Name: name, Pool: r.pool, State: a[keyState], StateTarget: a[keyStateTarget], Grant: a[keyGrant], GrantPool: a[keyGrantPool],
-			CordonRecord: rec, Unschedulable: r.node.Spec.Unschedulable, Disrupted: disrupted(r.node), Hooks: len(r.hooks)}
-		if p := w.pools[r.pool]; p != nil {
-			v.PoolTarget = p.target
-		}
-		out = append(out, v)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
-// Settled reports whether v is at the end of its rollout: Done on its
-// pool's target, no grant, no cordon of any kind, no hook.
-func (v NodeView) Settled() bool {
-	return v.Pool != "" && v.State == "Done" && v.StateTarget == v.PoolTarget && v.Grant == "" &&
-		!v.CordonRecord && !v.Unschedulable && v.Hooks == 0
-}
-
-// Updated reports whether v is Done on its pool's target (the rollout has
-// reached it, whatever else is on it).
-func (v NodeView) Updated() bool {
-	return v.Pool != "" && v.State == "Done" && v.StateTarget == v.PoolTarget
 }

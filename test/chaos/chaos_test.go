@@ -222,8 +222,10 @@ func TestChaos(t *testing.T) {
 	var replicas []*Replica
 	for i := range 2 {
 		name := fmt.Sprintf("coordinator-%d", i)
+		// JSON logs: the replica reads its leadership from them (the
+		// default text format left every kill-leader skipped).
 		r := NewReplica(name, coordLogs, func() *exec.Cmd {
-			return bin.Coordinator(cp.KubeconfigPath(), "--pool-selector", runLabel+"="+runValue,
+			return bin.Coordinator(cp.KubeconfigPath(), "--log-format", "json", "--pool-selector", runLabel+"="+runValue,
 				"--leader-election-namespace", v1alpha1.AgentLeaseNamespace, "--leader-lease-duration", "10s")
 		}, log)
 		replicas = append(replicas, r)

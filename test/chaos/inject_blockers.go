@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -115,16 +116,26 @@ func (in *Injector) pdbBlock(ctx context.Context, r *Record, seq int) error {
 	}); err != nil {
 		return err
 	}
-	uid := in.boundPod(ctx, r.Victim, labels)
-	if uid != "" {
-		in.Watcher.Pinned(r.Victim, uid)
-	} else {
-		r.Detail += " (pod not bound within 10 s)"
-	}
+	// The pod's UID goes to the watcher once it is bound, in the
+	// background, unless the blocker is being lifted by then.
+	var mu sync.Mutex
+	uid, lifted := "", false
+	in.undos.Go(func() {
+		u := in.boundPod(ctx, r.Victim, labels)
+		mu.Lock()
+		defer mu.Unlock()
+		if u != "" && !lifted {
+			uid = u
+			in.Watcher.Pinned(r.Victim, u)
+		}
+	})
 	in.later(ctx, r, r.Hold, func(ctx context.Context) error {
+		mu.Lock()
+		lifted = true
 		if uid != "" {
 			in.Watcher.Unpinned(uid)
 		}
+		mu.Unlock()
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		err := in.Client.AppsV1().ReplicaSets(in.PinNamespace).Delete(cctx, name,
@@ -143,7 +154,7 @@ func (in *Injector) pdbBlock(ctx context.Context, r *Record, seq int) error {
 
 // boundPod waits up to 10 s for the pinned pod to be bound to node and
 // returns its UID ("" when it is not: the node was cordoned first, and the
-// pod blocks nothing).
+// pod blocks nothing, or the scheduler is slow after a crash).
 func (in *Injector) boundPod(ctx context.Context, node string, labels map[string]string) string {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {

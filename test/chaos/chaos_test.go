@@ -60,7 +60,7 @@ const (
 	secondTarg = "ostree-unverified-registry:" + newImage
 	workNS     = "chaos-work"
 	// soak is pool a's soak and pool b's canary bake.
-	soak  = "3s"
+	soak  = "2s"
 	pinNS = "chaos-pin"
 )
 

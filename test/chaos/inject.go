@@ -90,7 +90,10 @@ func (in *Injector) Run(ctx context.Context, plan []Fault) ([]*Record, error) {
 		seq := in.seq
 		in.mu.Unlock()
 		err := in.apply(ctx, r, seq)
-		in.Log("fault %d/%d: %s", seq, len(plan), r)
+		in.mu.Lock() // a fault running in the background may be filling r
+		line := r.String()
+		in.mu.Unlock()
+		in.Log("fault %d/%d: %s", seq, len(plan), line)
 		if err != nil {
 			in.undos.Wait()
 			return in.Records(), fmt.Errorf("fault %s: %w", f.Kind, err)

@@ -48,6 +48,7 @@ func (w *Watcher) depart(name string, last *corev1.Node) {
 		return
 	}
 	w.departed[name] = &departure{node: last, at: w.opts.Now()}
+	w.stats.Departures++
 	w.opts.Log("watcher: Node %s deleted holding grant %q of pool %q: counted until a Node of its name serves",
 		name, last.Annotations[keyGrant], last.Annotations[keyGrantPool])
 }

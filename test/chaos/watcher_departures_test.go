@@ -111,6 +111,9 @@ func TestWatcherDepartedNodeCounts(t *testing.T) {
 	h.remove("n3")
 	h.grant("n4", "g5", "a")
 	h.expect(VMaxUnavailable, VMaxUnavailable)
+	if st := h.w.Stats(); st.Departures != 1 {
+		t.Fatalf("%d departures, want 1 (n1; n3 had finished)", st.Departures)
+	}
 }
 
 // A deletion and a registration seen only as a new UID (a watch gap
@@ -212,4 +215,7 @@ func TestWatcherForcedUnderRetry(t *testing.T) {
 	h.w.Unpinned("u4")
 	h.w.checkPins("n1", nil, h.now)
 	h.expect(VForcedUnderRetry)
+	if st := h.w.Stats(); st.PinsForced != 2 {
+		t.Fatalf("%d pins forced under Force, want 2 (u1, u2)", st.PinsForced)
+	}
 }

@@ -99,6 +99,7 @@ func (w *Watcher) checkPins(node string, pods []corev1.Pod, down time.Time) {
 			pool = r.pool
 		}
 		if w.forcePossible(pool, p.at, down) {
+			w.stats.PinsForced++
 			continue
 		}
 		w.record(Violation{At: down, Kind: VForcedUnderRetry, Pool: pool, Nodes: []string{node},

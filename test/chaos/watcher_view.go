@@ -33,6 +33,9 @@ type Stats struct {
 	// node's steps, and stale reports of them on a Node registered again
 	// (the pod check at the reboot still applies).
 	StepsUnverified int
+	// Departures counts Nodes deleted holding an unfinished grant;
+	// PinsForced the PDB-blocked pods a drain removed under Force.
+	Departures, PinsForced int
 }
 
 // CheckDrained is called when node's machine goes down (before the agent

@@ -59,7 +59,9 @@ const (
 	newImage   = "quay.io/fedora/fedora-coreos:43"
 	secondTarg = "ostree-unverified-registry:" + newImage
 	workNS     = "chaos-work"
-	pinNS      = "chaos-pin"
+	// soak is pool a's soak and pool b's canary bake.
+	soak  = "2s"
+	pinNS = "chaos-pin"
 )
 
 var (
@@ -220,8 +222,10 @@ func TestChaos(t *testing.T) {
 	var replicas []*Replica
 	for i := range 2 {
 		name := fmt.Sprintf("coordinator-%d", i)
+		// JSON logs: the replica reads its leadership from them (the
+		// default text format left every kill-leader skipped).
 		r := NewReplica(name, coordLogs, func() *exec.Cmd {
-			return bin.Coordinator(cp.KubeconfigPath(), "--pool-selector", runLabel+"="+runValue,
+			return bin.Coordinator(cp.KubeconfigPath(), "--log-format", "json", "--pool-selector", runLabel+"="+runValue,
 				"--leader-election-namespace", v1alpha1.AgentLeaseNamespace, "--leader-lease-duration", "10s")
 		}, log)
 		replicas = append(replicas, r)
@@ -244,10 +248,20 @@ func TestChaos(t *testing.T) {
 	setup := time.Since(began)
 	rolloutStart := time.Now()
 	createPool(t, dyn, cpPool, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-		{Key: controlPlaneLabel, Operator: metav1.LabelSelectorOpExists}}}, 2, true)
+		{Key: controlPlaneLabel, Operator: metav1.LabelSelectorOpExists}}}, 2, func(s *v1alpha1.UpdatePoolSpec) { s.ControlPlane = true })
 	pools := map[string]string{"a": "workers-a", "b": "workers-b"}
-	createPool(t, dyn, pools["a"], &metav1.LabelSelector{MatchLabels: map[string]string{PoolLabel: "a"}}, sz.maxA, false)
-	createPool(t, dyn, pools["b"], &metav1.LabelSelector{MatchLabels: map[string]string{PoolLabel: "b"}}, sz.maxB, false)
+	// Pool a soaks each node and retries a blocked drain; pool b bakes a
+	// canary and forces a blocked drain (DrainPolicy switches them).
+	createPool(t, dyn, pools["a"], &metav1.LabelSelector{MatchLabels: map[string]string{PoolLabel: "a"}}, sz.maxA,
+		func(s *v1alpha1.UpdatePoolSpec) {
+			s.Soak = soak
+			s.Drain = &v1alpha1.DrainSpec{Timeout: drainTimeout, OnTimeout: "Retry"}
+		})
+	createPool(t, dyn, pools["b"], &metav1.LabelSelector{MatchLabels: map[string]string{PoolLabel: "b"}}, sz.maxB,
+		func(s *v1alpha1.UpdatePoolSpec) {
+			s.Canary = &v1alpha1.Canary{Nodes: ptr.To(intstr.FromInt(1)), Bake: soak}
+			s.Drain = &v1alpha1.DrainSpec{Timeout: drainTimeout, OnTimeout: "Force"}
+		})
 	cluster.WaitFor(t, 3*time.Minute, "a first grant", func(context.Context) (bool, error) {
 		for _, v := range w.Nodes() {
 			if v.Grant != "" {
@@ -399,13 +413,15 @@ func workload(t *testing.T, cp *cluster.ControlPlane, replicas int) {
 	})
 }
 
-func createPool(t *testing.T, dyn dynamic.Interface, name string, sel *metav1.LabelSelector, maxUnavailable int, controlPlane bool) {
+func createPool(t *testing.T, dyn dynamic.Interface, name string, sel *metav1.LabelSelector, maxUnavailable int,
+	more func(*v1alpha1.UpdatePoolSpec)) {
 	t.Helper()
 	pool := &v1alpha1.UpdatePool{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{runLabel: runValue}},
-		Spec: v1alpha1.UpdatePoolSpec{NodeSelector: sel, OSImage: sim.ProcTarget, ControlPlane: controlPlane,
+		Spec: v1alpha1.UpdatePoolSpec{NodeSelector: sel, OSImage: sim.ProcTarget,
 			MaxUnavailable: ptr.To(intstr.FromInt(maxUnavailable))},
 	}
+	more(&pool.Spec)
 	if err := cluster.CreatePool(context.Background(), dyn, pool); err != nil {
 		t.Fatal(err)
 	}
@@ -434,72 +450,6 @@ func verifyEnd(t *testing.T, cp *cluster.ControlPlane, w *Watcher) {
 				a["update.nodeward.io/reason"])
 		}
 	}
-}
-
-func summarize(sz size, seed int64, replay string, nodes int, setup, firstGrant time.Duration,
-	rolloutStart, faultsStart, lastInjected, lastUndone, convergedAt time.Time, converged bool,
-	records []*Record, violations []Violation, st Stats, machines map[string]*Machine, replicas []*Replica) string {
-	var b strings.Builder
-	rel := func(at time.Time) string { return "+" + at.Sub(rolloutStart).Round(100*time.Millisecond).String() }
-	fmt.Fprintf(&b, "=== chaos run: size %s, %d agents (%d control-plane, %d+%d workers) in %d zones, seed %d\n",
-		sz.name, nodes, sz.controlPlane, sz.workersA, sz.workersB, len(zones), seed)
-	fmt.Fprintf(&b, "replay: %s\n", replay)
-	fmt.Fprintf(&b, "setup %s; times from the pools' creation: first grant %s, faults %s … %s, last undone %s, ",
-		setup.Round(100*time.Millisecond), "+"+firstGrant.Round(100*time.Millisecond).String(), rel(faultsStart), rel(lastInjected), rel(lastUndone))
-	if converged {
-		fmt.Fprintf(&b, "converged %s (%s after the last fault was injected, %s after the last was undone)\n", rel(convergedAt),
-			convergedAt.Sub(lastInjected).Round(100*time.Millisecond), convergedAt.Sub(lastUndone).Round(100*time.Millisecond))
-	} else {
-		fmt.Fprintf(&b, "NOT converged at %s\n", rel(convergedAt))
-	}
-	type count struct{ injected, skipped, inFlight int }
-	counts := map[Kind]*count{}
-	for _, k := range Kinds() {
-		counts[k] = &count{}
-	}
-	for _, r := range records {
-		c := counts[r.Kind]
-		if r.Skipped {
-			c.skipped++
-			continue
-		}
-		c.injected++
-		if r.InFlight {
-			c.inFlight++
-		}
-	}
-	total, inFlight := 0, 0
-	fmt.Fprintf(&b, "faults (injected, of which during the rollout; skipped):\n")
-	for _, k := range Kinds() {
-		c := counts[k]
-		total += c.injected
-		inFlight += c.inFlight
-		fmt.Fprintf(&b, "  %-22s %3d %3d  %d\n", k, c.injected, c.inFlight, c.skipped)
-	}
-	fmt.Fprintf(&b, "  %-22s %3d %3d\n", "total", total, inFlight)
-	fmt.Fprintf(&b, "violations: %d\n", len(violations))
-	for _, v := range violations {
-		fmt.Fprintf(&b, "  %s\n", v)
-	}
-	fmt.Fprintf(&b, "watcher: %d node events, %d pool events, %d watch gaps, %d grants checked, %d reboots checked (%d unverified), %d finalizations after a gap (steps unverified)\n",
-		st.NodeEvents, st.PoolEvents, st.Gaps, st.Grants, st.RebootsChecked, st.RebootsUnverified, st.StepsUnverified)
-	fmt.Fprintf(&b, "most disrupted at once: control-plane %d (limit 1), workers-a %d (limit %d at start), workers-b %d (limit %d at start)\n",
-		st.MaxDisrupted[cpPool], st.MaxDisrupted["workers-a"], sz.maxA, st.MaxDisrupted["workers-b"], sz.maxB)
-	boots, kills, exits := 0, 0, 0
-	for _, m := range machines {
-		b, k, e := m.Counts()
-		boots, kills, exits = boots+b, kills+k, exits+e
-	}
-	fmt.Fprintf(&b, "agents: %d boots, %d killed, %d exits of their own\n", boots, kills, exits)
-	for _, r := range replicas {
-		s, k, e := r.Counts()
-		fmt.Fprintf(&b, "%s: %d starts, %d killed, %d exits of its own\n", r.Name, s, k, e)
-	}
-	fmt.Fprintf(&b, "fault timeline:\n")
-	for _, r := range records {
-		fmt.Fprintf(&b, "  %s %s\n", rel(r.At), r)
-	}
-	return b.String()
 }
 
 func tail(path string, n int64) string {

@@ -4,7 +4,11 @@
 // seed (agents and the leader killed with SIGKILL, kube-apiserver and etcd
 // crashed and restarted on the same data dir, nodes relabelled between
 // pools, maxUnavailable lowered, the target changed, admin cordons,
-// pre-drain hooks, PDB-blocked drains), and checks the safety invariants
+// pre-drain hooks, PDB-blocked drains, a Node deleted while its machine
+// reboots and registered again when it boots, a worker pool deleted and
+// re-created, a worker pool's drain policy switched between Force and
+// Retry; one worker pool soaks, the other bakes a canary), and checks the
+// safety invariants
 // with an independent watcher (Watcher) that shares no code with the
 // product's definition of an unavailable node. docs/reliability.md
 // describes the run and its results.

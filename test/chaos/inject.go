@@ -8,17 +8,12 @@ import (
 	"sync"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/test/cluster"
@@ -95,7 +90,10 @@ func (in *Injector) Run(ctx context.Context, plan []Fault) ([]*Record, error) {
 		seq := in.seq
 		in.mu.Unlock()
 		err := in.apply(ctx, r, seq)
-		in.Log("fault %d/%d: %s", seq, len(plan), r)
+		in.mu.Lock() // a fault running in the background may be filling r
+		line := r.String()
+		in.mu.Unlock()
+		in.Log("fault %d/%d: %s", seq, len(plan), line)
 		if err != nil {
 			in.undos.Wait()
 			return in.Records(), fmt.Errorf("fault %s: %w", f.Kind, err)
@@ -200,6 +198,9 @@ func faultInjectors() map[Kind]faultInjector {
 		AdminCordon:         (*Injector).injectAdminCordon,
 		PreDrainHook:        (*Injector).preDrainHook,
 		PDBBlock:            (*Injector).injectPDBBlock,
+		DeleteNodeRebooting: (*Injector).deleteNodeRebooting,
+		RecreatePool:        (*Injector).recreatePool,
+		DrainPolicy:         (*Injector).switchDrainPolicy,
 	}
 }
 
@@ -455,119 +456,4 @@ func (in *Injector) pool(ctx context.Context, name string) (*v1alpha1.UpdatePool
 		return nil, err
 	}
 	return &p, nil
-}
-
-// adminCordon cordons like `kubectl cordon` (spec.unschedulable, no
-// nodeward record), only if the node is schedulable and carries no cordon
-// record at the resourceVersion read, and uncordons after Hold, when no
-// nodeward cordon record is on the node.
-func (in *Injector) adminCordon(ctx context.Context, r *Record) error {
-	nodes := in.Client.CoreV1().Nodes()
-	err := in.retry(ctx, func(ctx context.Context) error {
-		n, err := nodes.Get(ctx, r.Victim, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if _, rec := n.Annotations[keyCordonedBy]; rec || n.Spec.Unschedulable {
-			r.Skipped, r.Detail = true, "cordoned meanwhile"
-			return nil
-		}
-		r.Detail = fmt.Sprintf("state %s, grant %q", n.Annotations[keyState], n.Annotations[keyGrant])
-		in.Watcher.AdminCordoned(r.Victim)
-		n.Spec.Unschedulable = true
-		if _, err := nodes.Update(ctx, n, metav1.UpdateOptions{}); err != nil {
-			in.Watcher.AdminUncordoned(r.Victim) // did not land: read again (a conflict) or retry
-			return err
-		}
-		return nil
-	})
-	if err != nil || r.Skipped {
-		return err
-	}
-	in.later(ctx, r, r.Hold, func(ctx context.Context) error {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		n, err := nodes.Get(cctx, r.Victim, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if !n.Spec.Unschedulable {
-			in.Watcher.AdminUncordoned(r.Victim) // someone else uncordoned: already recorded
-			return nil
-		}
-		if _, rec := n.Annotations[keyCordonedBy]; rec {
-			return fmt.Errorf("node carries a nodeward cordon record over the admin's cordon; waiting")
-		}
-		in.Watcher.AdminUncordoned(r.Victim)
-		n.Spec.Unschedulable = false
-		if _, err := nodes.Update(cctx, n, metav1.UpdateOptions{}); err != nil {
-			in.Watcher.AdminCordoned(r.Victim)
-			return err
-		}
-		return nil
-	})
-	return nil
-}
-
-// pdbBlock pins a ReplicaSet's pod to the node under a PDB that allows no
-// disruption, and deletes both after Hold.
-func (in *Injector) pdbBlock(ctx context.Context, r *Record, seq int) error {
-	name := fmt.Sprintf("pin-%d", seq)
-	labels := map[string]string{"app": name}
-	rs := &appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: in.PinNamespace},
-		Spec: appsv1.ReplicaSetSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					NodeSelector:                  map[string]string{"kubernetes.io/hostname": r.Victim},
-					TerminationGracePeriodSeconds: ptr.To[int64](1),
-					Containers:                    []corev1.Container{{Name: "pinned", Image: "registry.invalid/pinned:1"}},
-				},
-			},
-		},
-	}
-	pdb := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: in.PinNamespace},
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MaxUnavailable: ptr.To(intstr.FromInt32(0)),
-			Selector:       &metav1.LabelSelector{MatchLabels: labels},
-		},
-	}
-	r.Detail = in.PinNamespace + "/" + name
-	if err := in.retry(ctx, func(ctx context.Context) error {
-		_, err := in.Client.PolicyV1().PodDisruptionBudgets(in.PinNamespace).Create(ctx, pdb, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			return nil
-		}
-		return err
-	}); err != nil {
-		return err
-	}
-	if err := in.retry(ctx, func(ctx context.Context) error {
-		_, err := in.Client.AppsV1().ReplicaSets(in.PinNamespace).Create(ctx, rs, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			return nil
-		}
-		return err
-	}); err != nil {
-		return err
-	}
-	in.later(ctx, r, r.Hold, func(ctx context.Context) error {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		err := in.Client.AppsV1().ReplicaSets(in.PinNamespace).Delete(cctx, name,
-			metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-		err = in.Client.PolicyV1().PodDisruptionBudgets(in.PinNamespace).Delete(cctx, name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-		return nil
-	})
-	return nil
 }

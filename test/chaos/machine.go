@@ -25,6 +25,70 @@ type Machine struct {
 
 	mu                      sync.Mutex
 	boots, killed, selfExit int
+	hook                    *RebootHook
+}
+
+// RebootHook is what befalls a machine's Node during one reboot, armed on
+// several machines at once: the first of them to go down claims it. Down
+// runs once the agent is dead; the machine then stays down for Hold (at
+// least its RebootDelay), boots, runs Up (its kubelet registering the
+// Node), and starts the agent.
+type RebootHook struct {
+	Hold     time.Duration
+	Down, Up func(ctx context.Context, node string)
+
+	mu      sync.Mutex
+	claimed string
+	done    chan struct{}
+}
+
+// NewRebootHook returns a hook to arm on machines.
+func NewRebootHook(hold time.Duration, down, up func(context.Context, string)) *RebootHook {
+	return &RebootHook{Hold: hold, Down: down, Up: up, done: make(chan struct{})}
+}
+
+// claim gives the hook to node unless another machine has it.
+func (h *RebootHook) claim(node string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.claimed != "" {
+		return false
+	}
+	h.claimed = node
+	return true
+}
+
+// Claimed names the machine that took the hook ("" for none yet).
+func (h *RebootHook) Claimed() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.claimed
+}
+
+// Done is closed once the claiming machine has run Up.
+func (h *RebootHook) Done() <-chan struct{} { return h.done }
+
+// Withdraw claims the hook for nobody, if no machine has it yet; it
+// reports whether a machine had it.
+func (h *RebootHook) Withdraw() bool {
+	return !h.claim("-")
+}
+
+// Disarm takes h back if the machine has not gone down with it.
+func (m *Machine) Disarm(h *RebootHook) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.hook == h {
+		m.hook = nil
+	}
+}
+
+// Arm makes h befall the machine's next reboot, unless another machine
+// claims it first.
+func (m *Machine) Arm(h *RebootHook) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.hook = h
 }
 
 // NewMachine wraps node; Run serves it.
@@ -119,7 +183,19 @@ func (m *Machine) reboot(ctx context.Context) error {
 		m.Watcher.CheckDrained(ctx, m.Node.Name, down)
 	}
 	m.Node.Kill()
-	sleep(ctx, m.Node.RebootDelay)
+	m.mu.Lock()
+	h := m.hook
+	m.hook = nil
+	m.mu.Unlock()
+	if h != nil && !h.claim(m.Node.Name) {
+		h = nil
+	}
+	delay := m.Node.RebootDelay
+	if h != nil {
+		h.Down(ctx, m.Node.Name)
+		delay = max(delay, h.Hold)
+	}
+	sleep(ctx, delay)
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -129,5 +205,9 @@ func (m *Machine) reboot(ctx context.Context) error {
 	m.mu.Lock()
 	m.boots++
 	m.mu.Unlock()
+	if h != nil {
+		h.Up(ctx, m.Node.Name)
+		close(h.done)
+	}
 	return m.Node.Start()
 }

@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -42,13 +43,30 @@ const (
 	// PDBBlock: a pod pinned to a node under a PDB that allows no
 	// disruption, deleted after Hold: the node's drain blocks meanwhile.
 	PDBBlock Kind = "pdb-block"
+	// DeleteNodeRebooting: the Node object of a granted node is deleted
+	// while its machine is down for the reboot its agent asked for (as a
+	// cloud controller or an admin would); the machine stays down for
+	// Hold, then its kubelet registers the Node again (a new UID, the
+	// labels it had, none of nodeward's annotations) and the agent starts.
+	DeleteNodeRebooting Kind = "delete-node-rebooting"
+	// RecreatePool: a worker pool's UpdatePool is deleted and created again
+	// with the same spec after Hold, whatever its nodes are doing.
+	RecreatePool Kind = "recreate-pool"
+	// DrainPolicy: a worker pool's spec.drain.onTimeout switches between
+	// Force and Retry, mid-rollout.
+	DrainPolicy Kind = "drain-policy"
 )
 
 // Kinds lists every kind, in report order.
 func Kinds() []Kind {
 	return []Kind{KillAgent, KillLeader, KillAPIServer, KillEtcd, Relabel, LowerMaxUnavailable, ChangeTarget,
-		AdminCordon, PreDrainHook, PDBBlock}
+		AdminCordon, PreDrainHook, PDBBlock, DeleteNodeRebooting, RecreatePool, DrainPolicy}
 }
+
+// early are the kinds whose first fault Plan places in the first 60% of
+// the run, with the target changes: each needs nodes in flight (a granted
+// node about to reboot, a pool with grants out, drains under way).
+var earlyKinds = []Kind{DeleteNodeRebooting, RecreatePool, DrainPolicy}
 
 // weights of the kinds drawn after each kind has had its turn;
 // ChangeTarget is placed explicitly.
@@ -58,6 +76,7 @@ var weights = []struct {
 }{
 	{KillAgent, 6}, {KillLeader, 2}, {KillAPIServer, 2}, {KillEtcd, 2}, {Relabel, 3},
 	{LowerMaxUnavailable, 1}, {AdminCordon, 3}, {PreDrainHook, 3}, {PDBBlock, 2},
+	{DeleteNodeRebooting, 2}, {RecreatePool, 1}, {DrainPolicy, 2},
 }
 
 // holds bounds each kind's Hold.
@@ -69,6 +88,10 @@ var holds = map[Kind][2]time.Duration{
 	AdminCordon:   {5 * time.Second, 20 * time.Second},
 	PreDrainHook:  {5 * time.Second, 20 * time.Second},
 	PDBBlock:      {10 * time.Second, 30 * time.Second},
+	// How long the machine stays down with its Node deleted.
+	DeleteNodeRebooting: {time.Second, 5 * time.Second},
+	// How long the pool is gone.
+	RecreatePool: {time.Second, 6 * time.Second},
 }
 
 // Fault is one planned fault.
@@ -88,7 +111,8 @@ func (f Fault) String() string {
 
 // Plan draws n faults from seed: every kind at least once (ChangeTarget
 // exactly targetChanges times, in the first 60% of the run so that the
-// rollout is still going), the rest by weight, each preceded by a gap in
+// rollout is still going, and the first fault of each early kind there
+// too), the rest by weight, each preceded by a gap in
 // [gapMin, gapMax). The same seed gives the same plan; which node a fault
 // hits also depends on the cluster's state when it is injected.
 func Plan(seed int64, n, targetChanges int, gapMin, gapMax time.Duration) []Fault {
@@ -128,6 +152,7 @@ func Plan(seed int64, n, targetChanges int, gapMin, gapMax time.Duration) []Faul
 			kinds, rest = append(kinds, rest[0]), rest[1:]
 		}
 	}
+	placeEarly(rng, kinds, earlyKinds)
 	plan := make([]Fault, len(kinds))
 	for i, k := range kinds {
 		f := Fault{Kind: k, Gap: between(rng, gapMin, gapMax), Pick: rng.Uint64()}
@@ -137,6 +162,28 @@ func Plan(seed int64, n, targetChanges int, gapMin, gapMax time.Duration) []Faul
 		plan[i] = f
 	}
 	return plan
+}
+
+// placeEarly moves the first fault of each of kinds into the first 60% of
+// plan when it is not there yet, swapping it with a fault there that is
+// neither a target change nor of kinds.
+func placeEarly(rng *rand.Rand, plan []Kind, kinds []Kind) {
+	bound := len(plan) * 6 / 10
+	var free []int
+	for i := range bound {
+		if plan[i] != ChangeTarget && !slices.Contains(kinds, plan[i]) {
+			free = append(free, i)
+		}
+	}
+	for _, k := range kinds {
+		at := slices.Index(plan, k)
+		if at < bound || len(free) == 0 {
+			continue
+		}
+		j := rng.IntN(len(free))
+		plan[at], plan[free[j]] = plan[free[j]], plan[at]
+		free = slices.Delete(free, j, j+1)
+	}
 }
 
 func between(rng *rand.Rand, lo, hi time.Duration) time.Duration {

@@ -3,18 +3,12 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -22,7 +16,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/test/oracle"
 )
 
@@ -107,6 +100,10 @@ type WatcherOptions struct {
 	// passing the pre-drain gate counts as ignoring it (the agent may have
 	// decided on a copy of its Node from just before). Default 10 s.
 	HookGrace time.Duration
+	// PolicyGrace is how long after a pool's drain policy left Force a
+	// node may still act on Force (the coordinator rewrites it on the
+	// nodes in flight once a leader sees the change). Default 30 s.
+	PolicyGrace time.Duration
 	// Log receives progress lines (nil: none).
 	Log func(format string, args ...any)
 	// Now is the clock (default time.Now), for the watcher's own tests.
@@ -125,29 +122,16 @@ type Watcher struct {
 	nodes      map[string]*nodeRec
 	pools      map[string]*poolRec
 	admin      map[string]bool // nodes an admin cordoned and has not uncordoned
+	departed   map[string]*departure
+	pins       map[string]*pin           // PDB-blocked pods by UID
+	policies   map[string][]policyChange // drain policies by pool name, kept across deletions
+	poolGone   map[string]time.Time      // when a pool was last deleted
+	deleted    map[string]bool           // names whose Node was deleted once
 	violations []Violation
 	cpOver     bool // more than one control-plane node disrupted right now
 	stats      Stats
 	synced     chan struct{}
 	syncedN    int
-}
-
-// Stats are the watcher's counters.
-type Stats struct {
-	NodeEvents, PoolEvents int
-	// Gaps counts relists after a watch could not resume (the API server
-	// restarted and the resourceVersion had expired).
-	Gaps int
-	// Grants counts new grants checked against their pool's budget.
-	Grants int
-	// MaxDisrupted is the most disrupted nodes seen at once per pool.
-	MaxDisrupted map[string]int
-	// RebootsChecked counts machine reboots whose pods were checked;
-	// RebootsUnverified those the API did not answer for in time.
-	RebootsChecked, RebootsUnverified int
-	// StepsUnverified counts finalizations after a watch gap hid the
-	// node's steps (the pod check at the reboot still applies).
-	StepsUnverified int
 }
 
 type nodeRec struct {
@@ -165,6 +149,8 @@ type nodeRec struct {
 	hooks                 map[string]time.Time // pre-drain hooks and when first seen
 	step                  string
 	cordonedAt            time.Time // when the watcher last saw it turn unschedulable
+	// reborn: a Node of this name was deleted before this one registered.
+	reborn bool
 }
 
 type poolRec struct {
@@ -188,6 +174,9 @@ func NewWatcher(opts WatcherOptions) *Watcher {
 	if opts.HookGrace == 0 {
 		opts.HookGrace = 10 * time.Second
 	}
+	if opts.PolicyGrace == 0 {
+		opts.PolicyGrace = 30 * time.Second
+	}
 	if opts.Log == nil {
 		opts.Log = func(string, ...any) {}
 	}
@@ -195,7 +184,9 @@ func NewWatcher(opts WatcherOptions) *Watcher {
 		opts.Now = time.Now
 	}
 	return &Watcher{opts: opts, nodes: map[string]*nodeRec{}, pools: map[string]*poolRec{},
-		admin: map[string]bool{}, stats: Stats{MaxDisrupted: map[string]int{}}, synced: make(chan struct{})}
+		admin: map[string]bool{}, departed: map[string]*departure{}, pins: map[string]*pin{},
+		policies: map[string][]policyChange{}, poolGone: map[string]time.Time{},
+		deleted: map[string]bool{}, stats: Stats{MaxDisrupted: map[string]int{}}, synced: make(chan struct{})}
 }
 
 // Run watches until ctx ends.
@@ -216,140 +207,6 @@ func (w *Watcher) WaitSynced(ctx context.Context) error {
 	}
 }
 
-// loop lists, then watches from the list's resourceVersion, resuming each
-// broken watch where it stopped; when the API server no longer has that
-// resourceVersion (410 Gone, after a restart) it lists again: a gap.
-func (w *Watcher) loop(ctx context.Context, what string,
-	list func(context.Context) ([]runtime.Object, string, error),
-	watchFrom func(context.Context, string) (watch.Interface, error),
-	replace func(objs []runtime.Object, gap bool),
-	event func(watch.EventType, runtime.Object)) {
-	first := true
-	for ctx.Err() == nil {
-		objs, rv, err := list(ctx)
-		if err != nil {
-			sleep(ctx, 250*time.Millisecond)
-			continue
-		}
-		replace(objs, !first)
-		if first {
-			w.mu.Lock()
-			if w.syncedN++; w.syncedN == 2 {
-				close(w.synced)
-			}
-			w.mu.Unlock()
-		} else {
-			w.mu.Lock()
-			w.stats.Gaps++
-			w.mu.Unlock()
-			w.opts.Log("watcher: %s relisted at resourceVersion %s (watch gap)", what, rv)
-		}
-		first = false
-		for ctx.Err() == nil {
-			wi, err := watchFrom(ctx, rv)
-			if err != nil {
-				if expired(err) {
-					break
-				}
-				sleep(ctx, 250*time.Millisecond)
-				continue
-			}
-			next, gone := w.drain(wi, rv, event)
-			wi.Stop()
-			rv = next
-			if gone {
-				break
-			}
-		}
-	}
-}
-
-// drain consumes one watch until it ends; it returns the last
-// resourceVersion seen and whether the watch ended on 410 Gone.
-func (w *Watcher) drain(wi watch.Interface, rv string, event func(watch.EventType, runtime.Object)) (string, bool) {
-	for ev := range wi.ResultChan() {
-		switch ev.Type {
-		case watch.Error:
-			return rv, expired(apierrors.FromObject(ev.Object))
-		case watch.Bookmark:
-			if m, err := metaOf(ev.Object); err == nil {
-				rv = m.GetResourceVersion()
-			}
-		default:
-			if m, err := metaOf(ev.Object); err == nil {
-				rv = m.GetResourceVersion()
-			}
-			event(ev.Type, ev.Object)
-		}
-	}
-	return rv, false
-}
-
-func metaOf(obj runtime.Object) (metav1.Object, error) {
-	if m, ok := obj.(metav1.Object); ok {
-		return m, nil
-	}
-	return nil, fmt.Errorf("%T has no metadata", obj)
-}
-
-func expired(err error) bool {
-	if err == nil {
-		return false
-	}
-	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-		return true
-	}
-	s, ok := err.(apierrors.APIStatus)
-	return ok && s.Status().Code == http.StatusGone
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
-}
-
-var watchTimeout = int64(300)
-
-func (w *Watcher) listNodes(ctx context.Context) ([]runtime.Object, string, error) {
-	lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	list, err := w.opts.Client.CoreV1().Nodes().List(lctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, "", err
-	}
-	objs := make([]runtime.Object, len(list.Items))
-	for i := range list.Items {
-		objs[i] = &list.Items[i]
-	}
-	return objs, list.ResourceVersion, nil
-}
-
-func (w *Watcher) watchNodes(ctx context.Context, rv string) (watch.Interface, error) {
-	return w.opts.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{ResourceVersion: rv,
-		AllowWatchBookmarks: true, TimeoutSeconds: &watchTimeout})
-}
-
-func (w *Watcher) listPools(ctx context.Context) ([]runtime.Object, string, error) {
-	lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	list, err := w.opts.Dynamic.Resource(v1alpha1.UpdatePoolResource()).List(lctx, metav1.ListOptions{LabelSelector: w.opts.PoolSelector})
-	if err != nil {
-		return nil, "", err
-	}
-	objs := make([]runtime.Object, len(list.Items))
-	for i := range list.Items {
-		objs[i] = &list.Items[i]
-	}
-	return objs, list.GetResourceVersion(), nil
-}
-
-func (w *Watcher) watchPools(ctx context.Context, rv string) (watch.Interface, error) {
-	return w.opts.Dynamic.Resource(v1alpha1.UpdatePoolResource()).Watch(ctx, metav1.ListOptions{
-		LabelSelector: w.opts.PoolSelector, ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: &watchTimeout})
-}
-
 // replaceNodes applies a (re)list: the whole snapshot first, then the
 // checks for each node that changed, so that a grant that appeared during
 // a gap is judged against the same consistent snapshot.
@@ -365,11 +222,7 @@ func (w *Watcher) replaceNodes(objs []runtime.Object, gap bool) {
 	for _, o := range objs {
 		n := o.(*corev1.Node)
 		seen[n.Name] = true
-		rec := w.nodes[n.Name]
-		if rec == nil {
-			rec = &nodeRec{hooks: map[string]time.Time{}, joined: map[string]time.Time{}}
-			w.nodes[n.Name] = rec
-		}
+		rec := w.recFor(n)
 		old := rec.node
 		if old != nil && old.ResourceVersion == n.ResourceVersion {
 			continue
@@ -377,9 +230,9 @@ func (w *Watcher) replaceNodes(objs []runtime.Object, gap bool) {
 		rec.node = n
 		changed = append(changed, change{rec, old, n})
 	}
-	for name := range w.nodes {
+	for name, rec := range w.nodes {
 		if !seen[name] {
-			delete(w.nodes, name)
+			w.depart(name, rec.node)
 		}
 	}
 	for _, c := range changed {
@@ -397,18 +250,30 @@ func (w *Watcher) nodeEvent(t watch.EventType, obj runtime.Object) {
 	defer w.mu.Unlock()
 	w.stats.NodeEvents++
 	if t == watch.Deleted {
-		delete(w.nodes, n.Name)
+		w.depart(n.Name, n)
 		w.checkControlPlane(w.opts.Now())
 		return
 	}
-	rec := w.nodes[n.Name]
-	if rec == nil {
-		rec = &nodeRec{hooks: map[string]time.Time{}, joined: map[string]time.Time{}}
-		w.nodes[n.Name] = rec
-	}
+	rec := w.recFor(n)
 	old := rec.node
 	rec.node = n
 	w.observeNode(rec, old, n, false)
+}
+
+// recFor returns the record of n's name, a new one when there is none or
+// when n is another Node object of that name (a new UID: the old one was
+// deleted, maybe unseen in a watch gap).
+func (w *Watcher) recFor(n *corev1.Node) *nodeRec {
+	rec := w.nodes[n.Name]
+	if rec != nil && rec.node != nil && rec.node.UID != n.UID {
+		w.depart(n.Name, rec.node)
+		rec = nil
+	}
+	if rec == nil {
+		rec = &nodeRec{hooks: map[string]time.Time{}, joined: map[string]time.Time{}, reborn: w.deleted[n.Name]}
+		w.nodes[n.Name] = rec
+	}
+	return rec
 }
 
 // observeNode runs every check on one node's change from old (nil when
@@ -416,6 +281,7 @@ func (w *Watcher) nodeEvent(t watch.EventType, obj runtime.Object) {
 // learned from a relist, intermediate states may be missing.
 func (w *Watcher) observeNode(rec *nodeRec, old, cur *corev1.Node, gap bool) {
 	now := w.opts.Now()
+	w.returned(cur)
 	w.trackPools(rec, old, cur, now)
 	rec.trackHooks(cur, now)
 	w.checkSchedulability(rec, old, cur, now, gap)
@@ -493,54 +359,6 @@ func (w *Watcher) checkSchedulability(rec *nodeRec, old, cur *corev1.Node, now t
 	rec.drained, rec.gap, rec.flagged = false, false, false
 }
 
-// checkStep checks the agent's move from step prev to the step cur
-// reports (rec.step): past the pre-drain gate only without an overdue
-// hook, and to the finalize or the reboot only after a drain.
-func (w *Watcher) checkStep(rec *nodeRec, cur *corev1.Node, prev string, now time.Time) {
-	switch rec.step {
-	case "Cordoning", "Draining":
-		if beforeGate(prev) {
-			w.checkHooksHonoured(rec, cur, prev, now)
-		}
-		if rec.step == "Draining" && cur.Spec.Unschedulable {
-			rec.drained = true
-		}
-	case "Finalizing", "Rebooting":
-		w.checkDrainedBeforeReboot(rec, cur, prev, now)
-	}
-}
-
-// checkHooksHonoured records every pre-drain hook that had been on the
-// node for longer than the hook grace when it passed the pre-drain gate.
-func (w *Watcher) checkHooksHonoured(rec *nodeRec, cur *corev1.Node, prev string, now time.Time) {
-	for k, since := range rec.hooks {
-		if now.Sub(since) > w.opts.HookGrace {
-			w.record(Violation{At: now, Kind: VHookIgnored, Pool: rec.pool, Nodes: []string{cur.Name},
-				Detail: fmt.Sprintf("%s → %s with hook %s present for %s (grant %q)", prev, rec.step, k,
-					now.Sub(since).Round(time.Millisecond), cur.Annotations[keyStateGrant])})
-		}
-	}
-}
-
-// checkDrainedBeforeReboot: a finalize or a reboot needs Draining seen
-// since the node was last schedulable; after a watch gap that may have
-// hidden it, the step is counted unverified instead. One record per
-// cordon.
-func (w *Watcher) checkDrainedBeforeReboot(rec *nodeRec, cur *corev1.Node, prev string, now time.Time) {
-	switch {
-	case rec.drained || rec.flagged:
-	case rec.gap:
-		w.stats.StepsUnverified++
-		rec.flagged = true
-	default:
-		rec.flagged = true
-		a := cur.Annotations
-		w.record(Violation{At: now, Kind: VRebootUndrained, Pool: rec.pool, Nodes: []string{cur.Name},
-			Detail: fmt.Sprintf("%s → %s without Draining since the node was last schedulable (grant %q, target %q, unschedulable %v)",
-				prev, rec.step, a[keyStateGrant], a[keyStateTarget], cur.Spec.Unschedulable)})
-	}
-}
-
 // countDisrupted updates the most disrupted nodes seen at once in every
 // pool rec counts in.
 func (w *Watcher) countDisrupted(rec *nodeRec) {
@@ -548,12 +366,8 @@ func (w *Watcher) countDisrupted(rec *nodeRec) {
 		if !rec.memberOf(p) {
 			continue
 		}
-		n := 0
-		for _, r := range w.nodes {
-			if r.memberOf(p) && disrupted(r.node) {
-				n++
-			}
-		}
+		_, counted := w.countedIn(p, w.opts.Now(), false)
+		n := len(disruptedAmong(counted, p, ""))
 		w.stats.MaxDisrupted[p] = max(w.stats.MaxDisrupted[p], n)
 	}
 }
@@ -577,15 +391,6 @@ func (r *nodeRec) memberOf(p string) bool {
 	return a[keyGrant] != "" && a[keyGrantPool] == p
 }
 
-// beforeGate reports whether step comes before the pre-drain gate.
-func beforeGate(step string) bool {
-	switch step {
-	case "", "Idle", "Staging", "Staged", "Granted", "HooksPreDrain", "Done", "Yielded":
-		return true
-	}
-	return false
-}
-
 func (w *Watcher) checkGrant(rec *nodeRec, cur *corev1.Node, grant string, now time.Time, gap bool) {
 	// The issuing pool judges its grant; a grant without grant-pool is
 	// judged by the pool selecting the node.
@@ -595,28 +400,16 @@ func (w *Watcher) checkGrant(rec *nodeRec, cur *corev1.Node, grant string, now t
 	}
 	p := w.pools[name]
 	if p == nil {
-		w.opts.Log("watcher: grant %q on %s from pool %q, which the watcher does not know", grant, cur.Name, name)
+		w.grantOfNoPool(cur, name, grant, now)
 		return
 	}
 	w.stats.Grants++
-	members := 0
-	var counted []*corev1.Node
-	for _, r := range w.nodes {
-		if !r.memberOf(p.name) {
-			continue
-		}
-		members++
-		if joined, ok := r.joined[p.name]; ok && now.Sub(joined) < w.opts.Grace {
-			continue // relabelled in just now: the coordinator may not know yet
-		}
-		counted = append(counted, r.node)
-	}
+	members, counted := w.countedIn(p.name, now, true)
 	limit := w.limitAt(p, members, now)
-	over := oracle.UpdateDisruption.GrantExcess(cur.Name, counted, limit)
-	if over == nil {
+	others := disruptedAmong(counted, p.name, cur.Name)
+	if len(others) < limit {
 		return
 	}
-	others := over.Nodes
 	how := ""
 	if gap {
 		how = " (seen on a relist after a watch gap)"
@@ -630,60 +423,25 @@ func (w *Watcher) checkGrant(rec *nodeRec, cur *corev1.Node, grant string, now t
 func (w *Watcher) describe(names []string) string {
 	parts := make([]string, 0, len(names))
 	for _, name := range names {
-		n := w.nodes[name].node
+		n := w.lastSeen(name)
+		if n == nil {
+			parts = append(parts, name+"[unknown]")
+			continue
+		}
 		a := n.Annotations
 		_, rec := a[keyCordonedBy]
-		parts = append(parts, fmt.Sprintf("%s[state=%s state-grant=%q grant=%q grant-pool=%q cordoned-by=%v unschedulable=%v]",
-			name, a[keyState], a[keyStateGrant], a[keyGrant], a[keyGrantPool], rec, n.Spec.Unschedulable))
+		gone := ""
+		if w.departed[name] != nil {
+			gone = " departed"
+		}
+		parts = append(parts, fmt.Sprintf("%s[state=%s state-grant=%q grant=%q grant-pool=%q soak-until=%q cordoned-by=%v unschedulable=%v%s]",
+			name, a[keyState], a[keyStateGrant], a[keyGrant], a[keyGrantPool], a[keySoakUntil], rec, n.Spec.Unschedulable, gone))
 	}
 	return strings.Join(parts, " ")
 }
 
-// limitAt is the pool's budget at now: the largest limit in force at any
-// moment of the last Grace (a coordinator cannot see a lowered limit
-// before its watch delivers it).
-func (w *Watcher) limitAt(p *poolRec, members int, now time.Time) int {
-	limit := -1
-	for i, c := range p.history {
-		end := now
-		if i+1 < len(p.history) {
-			end = p.history[i+1].at
-		}
-		if end.Before(now.Add(-w.opts.Grace)) {
-			continue // superseded before the grace window
-		}
-		limit = max(limit, budget(c.max, members, p.controlPlane))
-	}
-	return max(limit, 0)
-}
-
-// budget resolves maxUnavailable as the API documents it: a count, or a
-// percentage of the pool's nodes rounded down but at least 1; default 1;
-// at most 1 in the control-plane pool.
-func budget(mu *intstr.IntOrString, members int, controlPlane bool) int {
-	limit := 1
-	if mu != nil {
-		if mu.Type == intstr.Int {
-			limit = int(mu.IntVal)
-		} else {
-			var pct int
-			if _, err := fmt.Sscanf(strings.TrimSuffix(mu.StrVal, "%"), "%d", &pct); err == nil {
-				limit = max(1, members*pct/100)
-			}
-		}
-	}
-	if controlPlane {
-		limit = min(limit, 1)
-	}
-	return limit
-}
-
 func (w *Watcher) checkControlPlane(now time.Time) {
-	nodes := make([]*corev1.Node, 0, len(w.nodes))
-	for _, r := range w.nodes {
-		nodes = append(nodes, r.node)
-	}
-	over := oracle.UpdateDisruption.ControlPlaneExcess(nodes)
+	over := oracle.UpdateDisruption.ControlPlaneExcess(w.clusterNodes())
 	if over == nil {
 		w.cpOver = false
 		return
@@ -702,99 +460,6 @@ func (w *Watcher) record(v Violation) {
 	w.opts.Log("VIOLATION %s", v)
 }
 
-// poolsOf lists the pools (by name) whose selector matches n.
-func (w *Watcher) poolsOf(n *corev1.Node) []string {
-	var out []string
-	for name, p := range w.pools {
-		if p.selector.Matches(labels.Set(n.Labels)) {
-			out = append(out, name)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func (w *Watcher) replacePools(objs []runtime.Object, _ bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	seen := map[string]bool{}
-	for _, o := range objs {
-		if name := w.applyPool(o); name != "" {
-			seen[name] = true
-		}
-	}
-	for name := range w.pools {
-		if !seen[name] {
-			delete(w.pools, name)
-		}
-	}
-	w.remember()
-}
-
-func (w *Watcher) poolEvent(t watch.EventType, obj runtime.Object) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.stats.PoolEvents++
-	if t == watch.Deleted {
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			delete(w.pools, u.GetName())
-		}
-	} else {
-		w.applyPool(obj)
-	}
-	w.remember()
-}
-
-// applyPool records a pool's selector, target and maxUnavailable history.
-func (w *Watcher) applyPool(obj runtime.Object) string {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return ""
-	}
-	var pool v1alpha1.UpdatePool
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &pool); err != nil {
-		w.opts.Log("watcher: decode pool %s: %v", u.GetName(), err)
-		return ""
-	}
-	sel := labels.Nothing()
-	if pool.Spec.NodeSelector != nil {
-		s, err := metav1.LabelSelectorAsSelector(pool.Spec.NodeSelector)
-		if err != nil {
-			w.opts.Log("watcher: pool %s selector: %v", pool.Name, err)
-		} else {
-			sel = s
-		}
-	}
-	p := w.pools[pool.Name]
-	if p == nil {
-		p = &poolRec{name: pool.Name}
-		w.pools[pool.Name] = p
-	}
-	p.selector, p.controlPlane, p.target = sel, pool.Spec.ControlPlane, pool.Spec.OSImage
-	mu := pool.Spec.MaxUnavailable
-	if n := len(p.history); n == 0 || !sameIntStr(p.history[n-1].max, mu) {
-		p.history = append(p.history, limitChange{at: w.opts.Now(), max: mu})
-	}
-	return pool.Name
-}
-
-func sameIntStr(a, b *intstr.IntOrString) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
-}
-
-// remember recomputes every node's pool after a pool change; a pool change
-// is not a relabel, so no node gets a grace for it.
-func (w *Watcher) remember() {
-	for _, r := range w.nodes {
-		if r.node != nil {
-			r.setPools(w.poolsOf(r.node))
-		}
-	}
-}
-
 // AdminCordoned tells the watcher an admin is about to cordon node: from
 // the cordon until AdminUncordoned, only the admin may make it schedulable.
 func (w *Watcher) AdminCordoned(node string) {
@@ -809,136 +474,4 @@ func (w *Watcher) AdminUncordoned(node string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.admin, node)
-}
-
-// CheckDrained is called when node's machine goes down (before the agent
-// dies): every pod bound to it before then must be gone, since the drain
-// waits for evicted pods to disappear. The API is asked directly (a quorum
-// read), for up to 10 s; a reboot it could not check is counted
-// unverified.
-func (w *Watcher) CheckDrained(ctx context.Context, node string, down time.Time) {
-	var pods *corev1.PodList
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		var err error
-		pods, err = w.opts.Client.CoreV1().Pods("").List(lctx, metav1.ListOptions{
-			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			w.mu.Lock()
-			w.stats.RebootsUnverified++
-			w.mu.Unlock()
-			w.opts.Log("watcher: reboot of %s at %s not checked: %v", node, down.Format("15:04:05.000"), err)
-			return
-		}
-		sleep(ctx, 250*time.Millisecond)
-	}
-	var left []string
-	for _, p := range pods.Items {
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		// Timestamps have a one-second resolution: a pod created in the
-		// second of the reboot or later is not the drain's.
-		if !p.CreationTimestamp.Time.Before(down.Add(-time.Second)) {
-			continue
-		}
-		if t := scheduledAt(&p); !t.IsZero() && !t.Before(down.Add(-time.Second)) {
-			continue
-		}
-		state := "running"
-		if p.DeletionTimestamp != nil {
-			state = "terminating"
-		}
-		left = append(left, fmt.Sprintf("%s/%s (%s, created %s, scheduled %s)", p.Namespace, p.Name, state,
-			p.CreationTimestamp.Format("15:04:05"), scheduledAt(&p).Format("15:04:05")))
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.stats.RebootsChecked++
-	if len(left) > 0 {
-		slices.Sort(left)
-		rec := w.nodes[node]
-		desc, pool, cordoned := "", "", ""
-		if rec != nil {
-			desc, pool, cordoned = w.describe([]string{node}), rec.pool, rec.cordonedAt.Format("15:04:05.000")
-		}
-		w.record(Violation{At: down, Kind: VRebootUndrained, Pool: pool, Nodes: []string{node},
-			Detail: fmt.Sprintf("machine went down with %d pods still bound: %s; node cordoned (as the watcher saw it) at %s; %s",
-				len(left), strings.Join(left, ", "), cordoned, desc)})
-	}
-}
-
-func scheduledAt(p *corev1.Pod) time.Time {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
-			return c.LastTransitionTime.Time
-		}
-	}
-	return time.Time{}
-}
-
-// Violations returns a copy of every violation recorded so far.
-func (w *Watcher) Violations() []Violation {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.violations)
-}
-
-// Stats returns a copy of the counters.
-func (w *Watcher) Stats() Stats {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	s := w.stats
-	s.MaxDisrupted = map[string]int{}
-	for k, v := range w.stats.MaxDisrupted {
-		s.MaxDisrupted[k] = v
-	}
-	return s
-}
-
-// NodeView is what the watcher last saw of a node.
-type NodeView struct {
-	Name, Pool, PoolTarget   string
-	State, StateTarget       string
-	Grant                    string
-	CordonRecord             bool
-	Unschedulable, Disrupted bool
-	Hooks                    int
-}
-
-// Nodes returns the watcher's view of every node, by name.
-func (w *Watcher) Nodes() []NodeView {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make([]NodeView, 0, len(w.nodes))
-	for name, r := range w.nodes {
-		a := r.node.Annotations
-		_, rec := a[keyCordonedBy]
-		v := NodeView{Name: name, Pool: r.pool, State: a[keyState], StateTarget: a[keyStateTarget], Grant: a[keyGrant],
-			CordonRecord: rec, Unschedulable: r.node.Spec.Unschedulable, Disrupted: disrupted(r.node), Hooks: len(r.hooks)}
-		if p := w.pools[r.pool]; p != nil {
-			v.PoolTarget = p.target
-		}
-		out = append(out, v)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
-// Settled reports whether v is at the end of its rollout: Done on its
-// pool's target, no grant, no cordon of any kind, no hook.
-func (v NodeView) Settled() bool {
-	return v.Pool != "" && v.State == "Done" && v.StateTarget == v.PoolTarget && v.Grant == "" &&
-		!v.CordonRecord && !v.Unschedulable && v.Hooks == 0
-}
-
-// Updated reports whether v is Done on its pool's target (the rollout has
-// reached it, whatever else is on it).
-func (v NodeView) Updated() bool {
-	return v.Pool != "" && v.State == "Done" && v.StateTarget == v.PoolTarget
 }

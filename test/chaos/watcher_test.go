@@ -342,6 +342,11 @@ func TestPlan(t *testing.T) {
 			t.Errorf("no %s in %v", k, a)
 		}
 	}
+	for _, k := range earlyKinds {
+		if i := slices.IndexFunc(a, func(f Fault) bool { return f.Kind == k }); i >= 12 {
+			t.Errorf("first %s at %d of 20: want it in the first 60%%", k, i)
+		}
+	}
 	if seen[ChangeTarget] != 2 {
 		t.Errorf("%d target changes, want 2", seen[ChangeTarget])
 	}

@@ -1,7 +1,7 @@
 // Package chaos runs an UpdatePool rollout of real `nodeward agent`
 // processes (sim.ProcNode) under two leader-elected `nodeward coordinator`
 // replicas on its own real control plane, injects faults at random from a
-// seed (agents and the leader killed with SIGKILL, kube-apiserver and etcd
+// seed (agents and the leader killed with SIGKILL, the leader paused with SIGSTOP past its Lease, kube-apiserver and etcd
 // crashed and restarted on the same data dir, nodes relabelled between
 // pools, maxUnavailable lowered, the target changed, admin cordons,
 // pre-drain hooks, PDB-blocked drains, a Node deleted while its machine

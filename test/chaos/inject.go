@@ -190,6 +190,7 @@ func faultInjectors() map[Kind]faultInjector {
 	return map[Kind]faultInjector{
 		KillAgent:           (*Injector).killAgent,
 		KillLeader:          (*Injector).killLeader,
+		PauseLeader:         (*Injector).pauseLeader,
 		KillAPIServer:       (*Injector).killAPIServer,
 		KillEtcd:            (*Injector).killEtcd,
 		Relabel:             (*Injector).relabel,
@@ -223,12 +224,24 @@ func (in *Injector) killAgent(ctx context.Context, r *Record, _ int) error {
 // killLeader waits up to 20 seconds for a replica to lead (an election may
 // be under way) and kills it.
 func (in *Injector) killLeader(ctx context.Context, r *Record, _ int) error {
+	return in.toLeader(ctx, r, func(rep *Replica) { rep.Kill(ctx, r.Hold) })
+}
+
+// pauseLeader waits up to 20 seconds for a replica to lead and stops it
+// (SIGSTOP) for the fault's hold.
+func (in *Injector) pauseLeader(ctx context.Context, r *Record, _ int) error {
+	return in.toLeader(ctx, r, func(rep *Replica) { rep.Pause(ctx, r.Hold) })
+}
+
+// toLeader does fault to the replica that leads, waiting up to 20 seconds
+// for one to.
+func (in *Injector) toLeader(ctx context.Context, r *Record, fault func(*Replica)) error {
 	deadline := time.Now().Add(20 * time.Second)
 	for r.Victim == "" && time.Now().Before(deadline) && ctx.Err() == nil {
 		for _, rep := range in.Replicas {
 			if rep.Leading() {
 				r.Victim = rep.Name
-				rep.Kill(ctx, r.Hold)
+				fault(rep)
 				r.Undone = time.Now().Add(r.Hold)
 				break
 			}

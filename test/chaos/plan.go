@@ -55,12 +55,19 @@ const (
 	// DrainPolicy: a worker pool's spec.drain.onTimeout switches between
 	// Force and Retry, mid-rollout.
 	DrainPolicy Kind = "drain-policy"
+	// PauseLeader: SIGSTOP of the coordinator replica that leads, for
+	// longer than its Lease (10 s), so that the other replica takes over
+	// while it is stopped; SIGCONT after Hold. On resuming it may write
+	// what it planned before the pause: a grant of a deposed leader,
+	// which agents must refuse (the grant's leader term, docs/protocol.md
+	// "Fencing").
+	PauseLeader Kind = "pause-leader"
 )
 
 // Kinds lists every kind, in report order.
 func Kinds() []Kind {
 	return []Kind{KillAgent, KillLeader, KillAPIServer, KillEtcd, Relabel, LowerMaxUnavailable, ChangeTarget,
-		AdminCordon, PreDrainHook, PDBBlock, DeleteNodeRebooting, RecreatePool, DrainPolicy}
+		AdminCordon, PreDrainHook, PDBBlock, DeleteNodeRebooting, RecreatePool, DrainPolicy, PauseLeader}
 }
 
 // early are the kinds whose first fault Plan places in the first 60% of
@@ -76,7 +83,7 @@ var weights = []struct {
 }{
 	{KillAgent, 6}, {KillLeader, 2}, {KillAPIServer, 2}, {KillEtcd, 2}, {Relabel, 3},
 	{LowerMaxUnavailable, 1}, {AdminCordon, 3}, {PreDrainHook, 3}, {PDBBlock, 2},
-	{DeleteNodeRebooting, 2}, {RecreatePool, 1}, {DrainPolicy, 2},
+	{DeleteNodeRebooting, 2}, {RecreatePool, 1}, {DrainPolicy, 2}, {PauseLeader, 1},
 }
 
 // holds bounds each kind's Hold.
@@ -92,6 +99,9 @@ var holds = map[Kind][2]time.Duration{
 	DeleteNodeRebooting: {time.Second, 5 * time.Second},
 	// How long the pool is gone.
 	RecreatePool: {time.Second, 6 * time.Second},
+	// Longer than the coordinators' 10 s Lease, so the other replica
+	// takes over while the leader is stopped.
+	PauseLeader: {12 * time.Second, 16 * time.Second},
 }
 
 // Fault is one planned fault.

@@ -25,7 +25,8 @@ type Replica struct {
 	LogDir  string
 	Log     func(format string, args ...any)
 
-	kills chan time.Duration
+	kills  chan time.Duration
+	pauses chan time.Duration
 
 	mu       sync.Mutex
 	leading  bool
@@ -36,7 +37,8 @@ type Replica struct {
 
 // NewReplica returns a replica; Run supervises it.
 func NewReplica(name, logDir string, command func() *exec.Cmd, log func(string, ...any)) *Replica {
-	return &Replica{Name: name, Command: command, LogDir: logDir, Log: log, kills: make(chan time.Duration)}
+	return &Replica{Name: name, Command: command, LogDir: logDir, Log: log, kills: make(chan time.Duration),
+		pauses: make(chan time.Duration)}
 }
 
 // Leading reports whether the running process says it leads.
@@ -64,6 +66,32 @@ func (r *Replica) Kill(ctx context.Context, restartAfter time.Duration) bool {
 	}
 }
 
+// Pause asks for the whole process to be stopped with SIGSTOP (a VM
+// freeze, a stalled host) and continued with SIGCONT d later: unlike a
+// kill, it resumes where it stopped, writes it planned before the pause
+// included.
+func (r *Replica) Pause(ctx context.Context, d time.Duration) bool {
+	select {
+	case r.pauses <- d:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// pause stops cmd's process group for d (or until ctx ends), then
+// continues it.
+func (r *Replica) pause(ctx context.Context, cmd *exec.Cmd, d time.Duration) {
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGSTOP)
+	r.Log("coordinator %s paused (SIGSTOP) for %s", r.Name, d.Round(time.Millisecond))
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGCONT)
+	r.Log("coordinator %s continued (SIGCONT)", r.Name)
+}
+
 // Run supervises the replica until ctx ends, then kills it.
 func (r *Replica) Run(ctx context.Context) error {
 	for {
@@ -71,33 +99,46 @@ func (r *Replica) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		var wait time.Duration
+		wait, done := r.supervise(ctx, cmd, exited)
+		r.mu.Lock()
+		r.leading = false
+		r.mu.Unlock()
+		if done {
+			return nil
+		}
 		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// supervise waits for the running cmd to end: killed when ctx ends (done)
+// or on a Kill (then started again after the kill's delay), or on its own
+// (started again after a second). Pauses stop and continue it meanwhile.
+func (r *Replica) supervise(ctx context.Context, cmd *exec.Cmd, exited <-chan struct{}) (wait time.Duration, done bool) {
+	for {
+		select {
+		case d := <-r.pauses:
+			r.pause(ctx, cmd, d)
 		case <-ctx.Done():
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-exited
-			return nil
+			return 0, true
 		case d := <-r.kills:
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-exited
 			r.mu.Lock()
 			r.killed++
 			r.mu.Unlock()
-			wait = d
+			return d, false
 		case <-exited:
 			r.mu.Lock()
 			r.selfExit++
 			r.mu.Unlock()
 			r.Log("coordinator %s exited on its own (%v); restarting it in 1 s", r.Name, cmd.ProcessState)
-			wait = time.Second
-		}
-		r.mu.Lock()
-		r.leading = false
-		r.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
+			return time.Second, false
 		}
 	}
 }

@@ -40,8 +40,9 @@ type Snapshot struct {
 	Resync time.Duration
 	// FreshPool is the API server's copy of a pool (a quorum read; nil
 	// when the pool is gone), read before a plan that grants, releases or
-	// starts a soak is written. Nil: the cached copy is taken as fresh.
-	FreshPool func(name string) *v1alpha1.UpdatePool
+	// starts a soak is written; an error ends the pass with no write, as
+	// in reconcile. Nil: the cached copy is taken as fresh.
+	FreshPool func(name string) (*v1alpha1.UpdatePool, error)
 }
 
 // Write is one annotation patch the plan calls for (a merge patch: nil
@@ -67,8 +68,9 @@ type Write struct {
 // changed, and either the halt a gate failing during a soak calls for —
 // and nothing else in that pass — or the node writes (targets, grants,
 // soak starts, releases, then the drain policy of the nodes in flight).
-// grantName names each new grant.
-func Decide(pool string, snap Snapshot, grantName func(node string) string) ([]Write, error) {
+// grantName names each new grant of pool on node, never avoid (the grant
+// the node's agent last reported on), as the controller's GrantName does.
+func Decide(pool string, snap Snapshot, grantName GrantNamer) ([]Write, error) {
 	var p *v1alpha1.UpdatePool
 	for _, candidate := range snap.Pools {
 		if candidate.Name == pool {
@@ -83,9 +85,9 @@ func Decide(pool string, snap Snapshot, grantName func(node string) string) ([]W
 		return nil, err
 	}
 	if writesSlots(plan) && snap.FreshPool != nil {
-		fresh := snap.FreshPool(pool)
-		if fresh == nil {
-			return nil, nil
+		fresh, err := snap.FreshPool(pool)
+		if err != nil || fresh == nil {
+			return nil, err
 		}
 		if poolChanged(p, fresh) {
 			p = fresh
@@ -108,6 +110,10 @@ func Decide(pool string, snap Snapshot, grantName func(node string) string) ([]W
 	}
 	return append(out, nodeWrites(p, in, plan, grantName)...), nil
 }
+
+// GrantNamer names a new grant of pool on node; it must not return avoid,
+// the grant the node's agent last reported on.
+type GrantNamer func(pool *v1alpha1.UpdatePool, node, avoid string) string
 
 // decidePlan is Controller.plan over a snapshot: a plan, and when it
 // wants the gates' verdict, a plan with it.
@@ -154,14 +160,14 @@ func decidePass(p *v1alpha1.UpdatePool, snap Snapshot, gates *gateVerdict) (plan
 }
 
 // nodeWrites are the node writes of Controller.apply, in its order.
-func nodeWrites(p *v1alpha1.UpdatePool, in planInput, plan *poolPlan, grantName func(node string) string) []Write {
+func nodeWrites(p *v1alpha1.UpdatePool, in planInput, plan *poolPlan, grantName GrantNamer) []Write {
 	views := planned(plan, in.nodes)
 	var out []Write
 	for _, n := range plan.setTarget {
 		out = append(out, Write{Node: n, ResourceVersion: views[n].rv, Set: coordinatorKeys(p, plan.target)})
 	}
 	for _, n := range plan.grant {
-		g := grantName(n)
+		g := grantName(p, n, views[n].stateGrnt)
 		out = append(out, Write{Node: n, ResourceVersion: views[n].rv, Grant: g, Set: grantAnnotations(p, plan.target, g, plan.releaseAtDone)})
 	}
 	yielded := map[string]bool{}

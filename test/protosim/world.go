@@ -32,7 +32,12 @@ import (
 // World is the model: the API server's objects, the hosts, the agents and
 // the coordinator, and the record of violations.
 type World struct {
-	rng  *rand.Rand
+	rng *rand.Rand
+	// ext is the second stream, drawn only in extended mode (ext != nil):
+	// every draw of the extended faults and pool features comes from it,
+	// so that a classic schedule's draws from rng are the same as before
+	// the extended mode existed and the corpus replays what it found.
+	ext  *rand.Rand
 	now  time.Time
 	rv   int
 	uids int
@@ -56,8 +61,12 @@ type World struct {
 	drained map[string]types.UID
 
 	apiFailRate float64
-	trace       []string
-	traceLen    int
+	// x is the extended mode's model (nil in classic mode).
+	x *extWorld
+	// healed: the fault phase is over.
+	healed   bool
+	trace    []string
+	traceLen int
 	// afterViolation counts the trace lines after the first violation.
 	afterViolation int
 	violations     []string
@@ -66,8 +75,8 @@ type World struct {
 // leaseDuration is how long an agent's Lease lasts without renewal.
 const leaseDuration = time.Duration(v1alpha1.AgentLeaseDurationSeconds) * time.Second
 
-func newWorld(seed uint64) *World {
-	return &World{
+func newWorld(seed uint64, extended bool) *World {
+	w := &World{
 		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), traceLen: 120,
 		now:       time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC),
 		nodes:     map[string]*corev1.Node{},
@@ -76,6 +85,11 @@ func newWorld(seed uint64) *World {
 		hosts:     map[string]*host{}, agents: map[string]*agent{},
 		pdbBlocked: map[string]bool{}, registering: map[string]bool{}, adminCordoned: map[string]bool{}, drained: map[string]types.UID{},
 	}
+	if extended {
+		w.ext = rand.New(rand.NewPCG(seed^0xda942042e4dd58b5, seed+0x2545f4914f6cdd1d))
+		w.x = newExtWorld()
+	}
+	return w
 }
 
 func (w *World) clock() time.Time { return w.now }

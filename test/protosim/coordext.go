@@ -72,7 +72,17 @@ func (c *coordinatorModel) refreshPools() {
 func (c *coordinatorModel) dropped(old *corev1.Node) {
 	if d, ok := coordinator.DepartureOf(old, c.w.now); ok {
 		c.ext.departed[old.Name] = d
+		c.w.logf("coordinator: %s departed under grant %s", old.Name, d.Grant)
 	}
+}
+
+// finalState is the object a watch's delete event carries for the cached
+// old: the deleted object as the API last had it.
+func (c *coordinatorModel) finalState(old *corev1.Node) *corev1.Node {
+	if n := c.w.x.deletedByUID[old.UID]; n != nil {
+		return n
+	}
+	return old
 }
 
 // delivered forgets a departure once a Node of its name serves
@@ -145,6 +155,7 @@ func (c *coordinatorModel) writePool(wr coordinator.Write) bool {
 	if lost && w.rng.IntN(2) == 0 {
 		return false
 	}
+	before := p.Annotations
 	p.Annotations = maps.Clone(p.Annotations)
 	if p.Annotations == nil {
 		p.Annotations = map[string]string{}
@@ -156,7 +167,9 @@ func (c *coordinatorModel) writePool(wr coordinator.Write) bool {
 			p.Annotations[k] = *v
 		}
 	}
-	w.logf("coordinator: pool %s %s", wr.Pool, describeSet(wr.Set))
+	if !maps.Equal(before, p.Annotations) {
+		w.logf("coordinator: pool %s %s", wr.Pool, describeSet(wr.Set))
+	}
 	return !lost
 }
 

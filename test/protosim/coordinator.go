@@ -67,7 +67,7 @@ func (c *coordinatorModel) refresh() {
 	name := c.w.names[c.w.rng.IntN(len(c.w.names))]
 	if n, ok := c.w.nodes[name]; ok {
 		if old := c.cache[name]; old != nil && c.ext != nil && old.UID != n.UID {
-			c.dropped(old) // the watch delivers the delete, then the add
+			c.dropped(c.finalState(old)) // the watch delivers the delete, then the add
 		}
 		c.cache[name] = n.DeepCopy()
 		if c.ext != nil {
@@ -75,7 +75,7 @@ func (c *coordinatorModel) refresh() {
 		}
 	} else {
 		if old := c.cache[name]; old != nil && c.ext != nil {
-			c.dropped(old)
+			c.dropped(c.finalState(old))
 		}
 		delete(c.cache, name)
 	}

@@ -31,11 +31,16 @@ type extWorld struct {
 	// disrupted under a grant (the object as it was), until a Node of the
 	// name serves again: the machine counts as disrupted meanwhile.
 	departed map[string]*corev1.Node
+	// deletedByUID are the deleted Node objects in their final state: a
+	// watch delivers that with the delete (a relist's tombstone carries
+	// the cached copy instead).
+	deletedByUID map[types.UID]*corev1.Node
 }
 
 func newExtWorld() *extWorld {
 	return &extWorld{gateSick: map[string]bool{}, deletedPools: map[string]*v1alpha1.UpdatePool{},
-		unregistered: map[string]map[string]string{}, departed: map[string]*corev1.Node{}}
+		unregistered: map[string]map[string]string{}, departed: map[string]*corev1.Node{},
+		deletedByUID: map[types.UID]*corev1.Node{}}
 }
 
 var poolNames = []string{workerPool, workerPoolB, cpPool}
@@ -195,6 +200,7 @@ func (w *World) deleteRebootingNode() {
 		return
 	}
 	delete(w.nodes, name)
+	w.x.deletedByUID[old.UID] = old
 	w.x.unregistered[name] = maps.Clone(old.Labels)
 	delete(w.adminCordoned, name)
 	if rule.Counts(old) {
@@ -229,8 +235,10 @@ func (w *World) machinesBack() {
 }
 
 // healExt ends the extended faults: deleted pools and Nodes come back,
-// halts are resumed, gates pass, a canary that names no node is dropped
-// and soaks are short, so that the world converges.
+// halts are resumed, gates pass, canary selectors are dropped (nodes
+// relabelled between the worker pools may have left a pool with none of
+// the nodes its selector names: the pool halts, as it must) and soaks are
+// short, so that the world converges.
 func (w *World) healExt() {
 	for range poolNames {
 		w.recreatePool()
@@ -241,7 +249,7 @@ func (w *World) healExt() {
 	clear(w.x.gateSick)
 	for _, p := range w.pools {
 		w.resume(p)
-		if c := p.Spec.Canary; c != nil && c.Selector != nil && c.Selector.MatchLabels["canary"] == "none" {
+		if c := p.Spec.Canary; c != nil && c.Selector != nil {
 			p.Spec.Canary = nil
 		}
 		if p.Spec.Soak == "2m" {

@@ -127,6 +127,9 @@ func (w *World) recreateNode(node string) {
 	if old == nil {
 		return
 	}
+	if w.x != nil {
+		w.x.deletedByUID[old.UID] = old
+	}
 	labels := map[string]string{}
 	for k, v := range old.Labels {
 		labels[k] = v

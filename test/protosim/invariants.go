@@ -92,8 +92,8 @@ func (w *World) checkGrant(node string, cached map[string]*corev1.Node) {
 			}
 		}
 		if over := rule.GrantExcess(node, counted, limit); over != nil {
-			w.violate("grant on %s while %d nodes of pool %s (maxUnavailable %d) are already disrupted: %v",
-				node, len(over.Nodes), pool.Name, limit, over.Nodes)
+			w.violate("grant on %s while %d nodes of pool %s (maxUnavailable %d) are already disrupted: %v%s",
+				node, len(over.Nodes), pool.Name, limit, over.Nodes, w.departedNote(over.Nodes))
 		}
 	}
 	if oracle.IsControlPlane(n) {
@@ -105,7 +105,7 @@ func (w *World) checkGrant(node string, cached map[string]*corev1.Node) {
 		}
 		if over := rule.GrantExcess(node, others, 1); over != nil {
 			for _, m := range over.Nodes {
-				w.violate("grant on control-plane node %s while control-plane node %s is disrupted", node, m)
+				w.violate("grant on control-plane node %s while control-plane node %s is disrupted%s", node, m, w.departedNote([]string{m}))
 			}
 		}
 	}

@@ -17,6 +17,7 @@ var (
 	seeds    = flag.Int("protosim.seeds", 2000, "how many fresh seeds TestSimulate plays (make soak: 100000)")
 	firstArg = flag.Uint64("protosim.first", 0, "the first fresh seed; 0 draws it at random above the corpus on every run (pin it to replay a run's range)")
 	oneSeed  = flag.Uint64("protosim.seed", 0, "replay this seed only, with its trace")
+	strict   = flag.Bool("protosim.strict-departures", false, "count every machine whose Node was deleted under a grant, also one the coordinator holds no departure for (StrictDepartures: two open gaps)")
 	classic  = flag.Bool("protosim.classic", false, "play -protosim.seed or the -protosim.first range in classic mode (fresh seeds play the extended mode; a corpus seed replayed with -protosim.seed plays its own mode)")
 )
 
@@ -43,6 +44,7 @@ const reportedFailures = 10
 // (corpus.go); fresh seeds play the extended mode, or the classic one with
 // -protosim.classic.
 func TestSimulate(t *testing.T) {
+	StrictDepartures = *strict
 	corpus, err := readCorpus(corpusFile)
 	if err != nil {
 		t.Fatal(err)
@@ -242,6 +244,9 @@ func report(t *testing.T, res *Result) {
 	flag := ""
 	if !res.Extended {
 		flag = " -protosim.classic"
+	}
+	if StrictDepartures {
+		flag += " -protosim.strict-departures"
 	}
 	msg += fmt.Sprintf("\n  replay: go test ./test/protosim -run TestSimulate -protosim.seed %d%s -v", res.Seed, flag)
 	t.Error(msg)

@@ -11,6 +11,31 @@
 // after every event with the product's own definition of unavailable
 // (api/v1alpha1.Unavailable).
 //
+// The coordinator is coordinator.Decide, which follows the controller's
+// reconcile: plan, the gates evaluated when the plan wants a verdict and
+// planned again, the pool read afresh before slot writes and planned
+// again when it changed, the departed nodes and a gate's halt written to
+// the pool, then the node writes (drain policies of nodes in flight
+// included).
+//
+// A schedule plays one of two modes. The classic mode (DefaultScenario) is
+// what every seed played before the extended one existed, draw for draw:
+// the corpus's unmarked seeds replay the schedules they failed on. The
+// extended mode (ExtendedScenario, what fresh seeds play) adds, all drawn
+// from a second stream (World.ext) so that the classic draws stay as they
+// were: pools with annotations and a generation, read through a pool
+// cache that lags the API and confirmed by a quorum read (FreshPool);
+// gates whose verdict is drawn per evaluation and turns sick and healthy
+// over time; soaks; canaries of a count, of a selector, of a selector that
+// selects nothing; halts written by the coordinator and cleared by an
+// operator's resume; drain policy edits; pools deleted and created again
+// (same name, new UID); and Nodes deleted while their machine reboots,
+// whose kubelet registers a new Node when the machine boots. Its checks
+// (invariants_ext.go): no grant from a pool the API lacks, paused or
+// halted; one canary at a time until baked and only the selector's; a
+// machine whose Node was deleted under a grant counts as disrupted until
+// a Node of its name serves again.
+//
 // The model explores interleavings; behaviour is proven on the real API
 // server by the other test packages.
 package protosim

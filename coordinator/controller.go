@@ -319,12 +319,21 @@ func (c *Controller) plan(ctx context.Context, pool *v1alpha1.UpdatePool, now ti
 	if err != nil || pool.Spec.Gates == nil {
 		return in, silent, plan, err
 	}
-	stale := now.Sub(c.guardrails.of(pool.Name).evaluated) >= c.opts.Resync
-	if !plan.needGates && !(stale && (plan.queued > 0 || len(plan.soaking) > 0)) {
+	if !wantsVerdict(plan, c.guardrails.of(pool.Name).evaluated, now, c.opts.Resync) {
 		return in, silent, plan, nil
 	}
 	v := c.evaluateGates(ctx, pool, now)
 	return c.planPass(pool, now, &v)
+}
+
+// wantsVerdict reports whether a plan made without the gates' verdict is
+// to be made again with one: it would grant or end a soak (needGates), or
+// the last verdict (evaluated) is older than resync while nodes wait or
+// soak (the status shows the gates, and a gate failing during a soak
+// halts the pool).
+func wantsVerdict(plan *poolPlan, evaluated, now time.Time, resync time.Duration) bool {
+	stale := now.Sub(evaluated) >= resync
+	return plan.needGates || (stale && (plan.queued > 0 || len(plan.soaking) > 0))
 }
 
 // planPass plans pool from the caches: the expectations FIRST, then the
@@ -372,16 +381,22 @@ func (c *Controller) confirmPool(ctx context.Context, pool *v1alpha1.UpdatePool)
 	if err != nil || fresh == nil {
 		return nil, false, err
 	}
-	// The generation moves with the spec only, not with the status this
-	// controller writes every second; the annotations hold the halt and
-	// the acknowledged failures.
-	if fresh.Generation == pool.Generation && fresh.UID == pool.UID && maps.Equal(fresh.Annotations, pool.Annotations) {
+	if !poolChanged(pool, fresh) {
 		return fresh, false, nil
 	}
 	c.opts.Log.Info("pool changed since the cache read; planning again with the API server's copy",
 		"pool", pool.Name, "cachedGeneration", pool.Generation, "generation", fresh.Generation,
 		"halted", fresh.Annotations[v1alpha1.AnnotationHalted])
 	return fresh, true, nil
+}
+
+// poolChanged reports whether what a plan reads of a pool differs between
+// the cached copy and the API server's (fresh): its spec (the generation
+// moves with the spec only, not with the status this controller writes
+// every second), its UID (deleted and created again) or its annotations
+// (the halt, the acknowledged failures, the departed nodes).
+func poolChanged(cached, fresh *v1alpha1.UpdatePool) bool {
+	return fresh.Generation != cached.Generation || fresh.UID != cached.UID || !maps.Equal(fresh.Annotations, cached.Annotations)
 }
 
 // freshPool reads pool from the API server (a quorum read), or nil when

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,40 +10,70 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/gate"
 )
 
 // Snapshot is everything one plan of a pool reads, without a cache or an
 // API server behind it.
 type Snapshot struct {
-	// Pools are every pool (overlaps and grant owners depend on all).
+	// Pools are every pool, as the coordinator's cache holds them
+	// (overlaps and grant owners depend on all).
 	Pools []*v1alpha1.UpdatePool
 	Nodes []*corev1.Node
 	// AgentAlive reports whether a node's agent renews its Lease.
 	AgentAlive func(node string) bool
 	// Pending are the grants written but not yet seen in Nodes.
 	Pending map[string]bool
-	Now     time.Time
+	// Departed are the nodes the coordinator saw deleted while they held
+	// an unfinished grant (DepartureOf), by name; nil for none.
+	Departed map[string]Departure
+	Now      time.Time
+	// Gates evaluates a pool's gates. Nil: they are never evaluated, and a
+	// pool with gates grants nothing and ends no soak, as when Prometheus
+	// cannot be reached.
+	Gates func(pool *v1alpha1.UpdatePool) gate.Verdict
+	// GatesEvaluated is when a pool's gates were last evaluated (zero:
+	// never); nil for never. A verdict older than Resync is renewed while
+	// nodes wait or soak, as the controller does.
+	GatesEvaluated func(pool string) time.Time
+	// Resync is the controller's Config.Resync; 5 s when zero.
+	Resync time.Duration
+	// FreshPool is the API server's copy of a pool (a quorum read; nil
+	// when the pool is gone), read before a plan that grants, releases or
+	// starts a soak is written; an error ends the pass with no write, as
+	// in reconcile. Nil: the cached copy is taken as fresh.
+	FreshPool func(name string) (*v1alpha1.UpdatePool, error)
 	// LeaderTerm is the leadership the grants are issued in (nil: none,
 	// as without leader election).
 	LeaderTerm *v1alpha1.LeaderTerm
 }
 
 // Write is one annotation patch the plan calls for (a merge patch: nil
-// removes a key), to be made only while the node is still at
-// ResourceVersion, as the controller makes it.
+// removes a key): on a node, to be made only while the node is still at
+// ResourceVersion, as the controller makes it; or, when Pool is set, on
+// that pool, unconditionally (the departed nodes, a halt).
 type Write struct {
 	Node, ResourceVersion string
+	// Pool names the pool a pool write patches; "" for a node write.
+	Pool string
 	// Grant is the new grant's name for a grant write, "" otherwise.
 	Grant string
 	Set   map[string]*string
 }
 
-// Decide is the controller's plan of pool over snap and the writes it
-// makes, in order (targets, grants, soak starts, releases): the same
-// planning code as a reconcile, for the protocol simulator. grantName names
-// each new grant. The gates are never evaluated here: a pool with gates
-// grants nothing, as when Prometheus cannot be reached.
-func Decide(pool string, snap Snapshot, grantName func(node string) string) ([]Write, error) {
+// Decide is the controller's reconcile of pool over snap, the writes it
+// makes, in order: the same planning code and the same sequence as
+// Controller.reconcile, for the protocol simulator. It plans; evaluates
+// the gates when the plan needs their verdict (snap.Gates) and plans again
+// with it; reads the pool afresh before a plan that writes slots
+// (snap.FreshPool) and plans again if it changed (nothing at all when it is
+// gone); then returns the pool's departed nodes to persist, if they
+// changed, and either the halt a gate failing during a soak calls for —
+// and nothing else in that pass — or the node writes (targets, grants,
+// soak starts, releases, then the drain policy of the nodes in flight).
+// grantName names each new grant of pool on node, never avoid (the grant
+// the node's agent last reported on), as the controller's GrantName does.
+func Decide(pool string, snap Snapshot, grantName GrantNamer) ([]Write, error) {
 	var p *v1alpha1.UpdatePool
 	for _, candidate := range snap.Pools {
 		if candidate.Name == pool {
@@ -52,25 +83,96 @@ func Decide(pool string, snap Snapshot, grantName func(node string) string) ([]W
 	if p == nil {
 		return nil, fmt.Errorf("pool %s not in the snapshot", pool)
 	}
-	in, _, err := buildInput(p, snap.Pools, snap.Nodes, snap.AgentAlive, snap.Pending, map[string]bool{}, snap.Now)
+	in, plan, err := decidePlan(p, snap)
 	if err != nil {
 		return nil, err
 	}
-	plan, err := planPool(in)
-	if err != nil {
-		return nil, err
-	}
-	rv := map[string]string{}
-	for _, v := range in.nodes {
-		rv[v.name] = v.rv
+	if writesSlots(plan) && snap.FreshPool != nil {
+		fresh, err := snap.FreshPool(pool)
+		if err != nil || fresh == nil {
+			return nil, err
+		}
+		if poolChanged(p, fresh) {
+			p = fresh
+			if in, plan, err = decidePlan(p, snap); err != nil {
+				return nil, err
+			}
+		}
 	}
 	var out []Write
+	if in.departed.write {
+		value, err := departedValue(p, in.departed.own)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Write{Pool: p.Name, Set: map[string]*string{v1alpha1.AnnotationDepartedNodes: value}})
+	}
+	if plan.gateHalt != "" {
+		halt := HaltedByGate(p, plan.gateHalt)
+		return append(out, Write{Pool: p.Name, Set: map[string]*string{v1alpha1.AnnotationHalted: &halt}}), nil
+	}
+	return append(out, nodeWrites(p, in, plan, grantName, snap.LeaderTerm)...), nil
+}
+
+// GrantNamer names a new grant of pool on node; it must not return avoid,
+// the grant the node's agent last reported on.
+type GrantNamer func(pool *v1alpha1.UpdatePool, node, avoid string) string
+
+// decidePlan is Controller.plan over a snapshot: a plan, and when it
+// wants the gates' verdict, a plan with it.
+func decidePlan(p *v1alpha1.UpdatePool, snap Snapshot) (planInput, *poolPlan, error) {
+	in, plan, err := decidePass(p, snap, nil)
+	if err != nil || p.Spec.Gates == nil || snap.Gates == nil {
+		return in, plan, err
+	}
+	var evaluated time.Time
+	if snap.GatesEvaluated != nil {
+		evaluated = snap.GatesEvaluated(p.Name)
+	}
+	if !wantsVerdict(plan, evaluated, snap.Now, cmp.Or(snap.Resync, 5*time.Second)) {
+		return in, plan, nil
+	}
+	answer := snap.Gates(p)
+	return decidePass(p, snap, &gateVerdict{passing: answer.Passing, reason: answer.Reason, message: answer.Message})
+}
+
+// decidePass is Controller.planPass over a snapshot, the departed nodes
+// counted as Controller.input counts them.
+func decidePass(p *v1alpha1.UpdatePool, snap Snapshot, gates *gateVerdict) (planInput, *poolPlan, error) {
+	in, _, err := buildInput(p, snap.Pools, snap.Nodes, snap.AgentAlive, snap.Pending, map[string]bool{}, snap.Now)
+	if err != nil {
+		return in, nil, err
+	}
+	serving := map[string]bool{}
+	for _, n := range snap.Nodes {
+		serving[n.Name] = v1alpha1.NotServing(n) == ""
+	}
+	servesAgain := func(name string) bool { return serving[name] }
+	if in.departed, err = departedOver(p, snap.Departed, servesAgain); err != nil {
+		return in, nil, err
+	}
+	if in.controlPlaneBusy == "" {
+		in.controlPlaneBusy = departedControlPlaneOver(snap.Pools, snap.Departed, servesAgain)
+	}
+	in.gates = gates
+	plan, err := planPool(in)
+	if err != nil {
+		return in, nil, fmt.Errorf("plan pool %s: %w", p.Name, err)
+	}
+	return in, plan, nil
+}
+
+// nodeWrites are the node writes of Controller.apply, in its order.
+func nodeWrites(p *v1alpha1.UpdatePool, in planInput, plan *poolPlan, grantName GrantNamer, term *v1alpha1.LeaderTerm) []Write {
+	views := planned(plan, in.nodes)
+	var out []Write
 	for _, n := range plan.setTarget {
-		out = append(out, Write{Node: n, ResourceVersion: rv[n], Set: coordinatorKeys(p, plan.target)})
+		out = append(out, Write{Node: n, ResourceVersion: views[n].rv, Set: coordinatorKeys(p, plan.target)})
 	}
 	for _, n := range plan.grant {
-		g := grantName(n)
-		out = append(out, Write{Node: n, ResourceVersion: rv[n], Grant: g, Set: grantAnnotations(p, plan.target, g, plan.releaseAtDone, snap.LeaderTerm)})
+		g := grantName(p, n, views[n].stateGrnt)
+		out = append(out, Write{Node: n, ResourceVersion: views[n].rv, Grant: g,
+			Set: grantAnnotations(p, plan.target, g, plan.releaseAtDone, term)})
 	}
 	yielded := map[string]bool{}
 	for _, n := range plan.yielded {
@@ -78,10 +180,14 @@ func Decide(pool string, snap Snapshot, grantName func(node string) string) ([]W
 	}
 	for _, n := range slices.Sorted(maps.Keys(plan.startSoak)) {
 		at := plan.startSoak[n].UTC().Format(time.RFC3339)
-		out = append(out, Write{Node: n, ResourceVersion: rv[n], Set: map[string]*string{v1alpha1.AnnotationSoakUntil: &at}})
+		out = append(out, Write{Node: n, ResourceVersion: views[n].rv, Set: map[string]*string{v1alpha1.AnnotationSoakUntil: &at}})
 	}
 	for _, n := range plan.release {
-		out = append(out, Write{Node: n, ResourceVersion: rv[n], Set: releaseAnnotations(yielded[n], snap.Now)})
+		out = append(out, Write{Node: n, ResourceVersion: views[n].rv, Set: releaseAnnotations(yielded[n], in.now)})
 	}
-	return out, nil
+	stale, policy := stalePolicies(p, in, views)
+	for _, v := range stale {
+		out = append(out, Write{Node: v.name, ResourceVersion: v.rv, Set: maps.Clone(policy)})
+	}
+	return out
 }

@@ -36,26 +36,42 @@ type departures struct {
 
 // departure is one departed node and the pool whose grant it held ("" for
 // a grant written before grant-pool existed: every pool counts it).
-type departure struct {
-	pool string
+type departure = Departure
+
+// Departure is a node deleted while it held an unfinished grant, as the
+// coordinator remembers it: the pool whose grant it held ("" when
+// unknown: every pool counts it) and what the pool's
+// AnnotationDepartedNodes records of it.
+type Departure struct {
+	Pool string
 	v1alpha1.DepartedNode
+}
+
+// DepartureOf is what the coordinator remembers of a Node deleted at now:
+// a departure when it held an unfinished grant, ok false otherwise.
+func DepartureOf(n *corev1.Node, now time.Time) (d Departure, ok bool) {
+	a := n.Annotations
+	grant := a[v1alpha1.AnnotationGrant]
+	if grant == "" || (a[v1alpha1.AnnotationStateGrant] == grant && v1alpha1.Step(a[v1alpha1.AnnotationState]).Finished()) {
+		return Departure{}, false
+	}
+	return Departure{Pool: a[v1alpha1.AnnotationGrantPool], DepartedNode: v1alpha1.DepartedNode{
+		Grant: grant, Since: metav1.NewTime(now.UTC().Truncate(time.Second)), ControlPlane: isControlPlane(n),
+		Zone: n.Labels[zoneLabel],
+	}}, true
 }
 
 func newDepartures() *departures { return &departures{byNode: map[string]departure{}} }
 
 // record remembers n if it held an unfinished grant when it was deleted.
 func (d *departures) record(n *corev1.Node, now time.Time) {
-	a := n.Annotations
-	grant := a[v1alpha1.AnnotationGrant]
-	if grant == "" || (a[v1alpha1.AnnotationStateGrant] == grant && v1alpha1.Step(a[v1alpha1.AnnotationState]).Finished()) {
+	dep, ok := DepartureOf(n, now)
+	if !ok {
 		return
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.byNode[n.Name] = departure{pool: a[v1alpha1.AnnotationGrantPool], DepartedNode: v1alpha1.DepartedNode{
-		Grant: grant, Since: metav1.NewTime(now.UTC().Truncate(time.Second)), ControlPlane: isControlPlane(n),
-		Zone: n.Labels[zoneLabel],
-	}}
+	d.byNode[n.Name] = dep
 }
 
 // returned forgets name once a Node of that name serves again.
@@ -102,22 +118,28 @@ type poolDepartures struct {
 // less the nodes whose Node serves again (serving: a Node of that name in
 // the index that serves).
 func (c *Controller) departedFor(pool *v1alpha1.UpdatePool, remembered map[string]departure) (poolDepartures, error) {
+	return departedOver(pool, remembered, c.servesAgain)
+}
+
+// departedOver is departedFor with servesAgain given (Decide: over a
+// snapshot's nodes).
+func departedOver(pool *v1alpha1.UpdatePool, remembered map[string]departure, servesAgain func(string) bool) (poolDepartures, error) {
 	persisted, err := departedOf(pool)
 	if err != nil {
 		return poolDepartures{}, err
 	}
 	pd := poolDepartures{counted: map[string]v1alpha1.DepartedNode{}, own: map[string]v1alpha1.DepartedNode{}}
 	for name, dn := range persisted {
-		if !c.servesAgain(name) {
+		if !servesAgain(name) {
 			pd.own[name] = dn
 		}
 	}
 	for name, dep := range remembered {
 		switch {
-		case c.servesAgain(name):
-		case dep.pool == pool.Name:
+		case servesAgain(name):
+		case dep.Pool == pool.Name:
 			pd.own[name] = dep.DepartedNode
-		case dep.pool == "":
+		case dep.Pool == "":
 			pd.counted[name] = dep.DepartedNode
 		}
 	}
@@ -136,9 +158,14 @@ func (c *Controller) servesAgain(name string) bool {
 // departedControlPlane names a departed control-plane node, of any pool,
 // that has not served again ("" for none).
 func (c *Controller) departedControlPlane(pools []*v1alpha1.UpdatePool, remembered map[string]departure) string {
+	return departedControlPlaneOver(pools, remembered, c.servesAgain)
+}
+
+// departedControlPlaneOver is departedControlPlane with servesAgain given.
+func departedControlPlaneOver(pools []*v1alpha1.UpdatePool, remembered map[string]departure, servesAgain func(string) bool) string {
 	var names []string
 	for _, p := range pools {
-		pd, err := c.departedFor(p, remembered)
+		pd, err := departedOver(p, remembered, servesAgain)
 		if err != nil {
 			continue // reported by that pool's own pass
 		}
@@ -149,7 +176,7 @@ func (c *Controller) departedControlPlane(pools []*v1alpha1.UpdatePool, remember
 		}
 	}
 	for name, dep := range remembered {
-		if dep.ControlPlane && !c.servesAgain(name) {
+		if dep.ControlPlane && !servesAgain(name) {
 			names = append(names, name)
 		}
 	}
@@ -165,16 +192,16 @@ const departedWhy = "Node object deleted mid-update; counted until it registers 
 
 // persistDepartures writes the pool's own departures to its annotation.
 func (c *Controller) persistDepartures(ctx context.Context, pool *v1alpha1.UpdatePool, own map[string]v1alpha1.DepartedNode) error {
-	var value any // null removes the annotation
-	if len(own) > 0 {
-		b, err := json.Marshal(own)
-		if err != nil {
-			return fmt.Errorf("encode departed nodes of pool %s: %w", pool.Name, err)
-		}
-		value = string(b)
+	value, err := departedValue(pool, own)
+	if err != nil {
+		return err
+	}
+	var v any // null removes the annotation
+	if value != nil {
+		v = *value
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"annotations": map[string]any{v1alpha1.AnnotationDepartedNodes: value},
+		"annotations": map[string]any{v1alpha1.AnnotationDepartedNodes: v},
 	}})
 	if err != nil {
 		return fmt.Errorf("encode departed nodes of pool %s: %w", pool.Name, err)
@@ -183,4 +210,18 @@ func (c *Controller) persistDepartures(ctx context.Context, pool *v1alpha1.Updat
 		return fmt.Errorf("record departed nodes %v on pool %s: %w", slices.Sorted(maps.Keys(own)), pool.Name, err)
 	}
 	return nil
+}
+
+// departedValue is the AnnotationDepartedNodes value that records own,
+// nil (the annotation removed) when own is empty.
+func departedValue(pool *v1alpha1.UpdatePool, own map[string]v1alpha1.DepartedNode) (*string, error) {
+	if len(own) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(own)
+	if err != nil {
+		return nil, fmt.Errorf("encode departed nodes of pool %s: %w", pool.Name, err)
+	}
+	value := string(b)
+	return &value, nil
 }

@@ -122,11 +122,16 @@ func (g *grantNames) next(pool *v1alpha1.UpdatePool, now time.Time, avoid string
 	defer g.mu.Unlock()
 	for {
 		g.n++
-		name := fmt.Sprintf("%s-%d-%d", ConfigName(pool.Spec), now.Unix(), g.n)
-		if name != avoid {
+		if name := GrantName(pool, now, g.n); name != avoid {
 			return name
 		}
 	}
+}
+
+// GrantName is the name of a process's nth grant, made at now for pool:
+// the pool's config first, which a canary's count reads (canaryDone).
+func GrantName(pool *v1alpha1.UpdatePool, now time.Time, n int) string {
+	return fmt.Sprintf("%s-%d-%d", ConfigName(pool.Spec), now.Unix(), n)
 }
 
 // release removes v's grant (and what was written with it), only if it is

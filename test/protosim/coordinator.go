@@ -24,6 +24,10 @@ type coordinatorModel struct {
 	cache   map[string]*corev1.Node
 	pending map[string]expectation
 	grants  int
+	// ext is the extended mode's part (nil in classic mode): a pool cache
+	// that lags the API too, the departures and the gates' last
+	// evaluations.
+	ext *coordExt
 }
 
 type expectation struct {
@@ -33,12 +37,18 @@ type expectation struct {
 
 func newCoordinator(w *World) *coordinatorModel {
 	c := &coordinatorModel{w: w, cache: map[string]*corev1.Node{}, pending: map[string]expectation{}}
+	if w.x != nil {
+		c.ext = newCoordExt()
+	}
 	c.resync()
 	return c
 }
 
 // resync is a fresh list: the cache equals the API.
 func (c *coordinatorModel) resync() {
+	if c.ext != nil {
+		c.resyncExt()
+	}
 	clear(c.cache)
 	for name, n := range c.w.nodes {
 		c.cache[name] = n.DeepCopy()
@@ -47,14 +57,26 @@ func (c *coordinatorModel) resync() {
 
 // refresh delivers watch events: one node's, or all that are pending.
 func (c *coordinatorModel) refresh() {
+	if c.ext != nil {
+		defer c.refreshPools()
+	}
 	if c.w.rng.IntN(2) == 0 {
 		c.resync()
 		return
 	}
 	name := c.w.names[c.w.rng.IntN(len(c.w.names))]
 	if n, ok := c.w.nodes[name]; ok {
+		if old := c.cache[name]; old != nil && c.ext != nil && old.UID != n.UID {
+			c.dropped(c.finalState(old)) // the watch delivers the delete, then the add
+		}
 		c.cache[name] = n.DeepCopy()
+		if c.ext != nil {
+			c.delivered(n)
+		}
 	} else {
+		if old := c.cache[name]; old != nil && c.ext != nil {
+			c.dropped(c.finalState(old))
+		}
 		delete(c.cache, name)
 	}
 }
@@ -84,6 +106,9 @@ func (c *coordinatorModel) reconcile() {
 		q := *p // faults replace spec fields, never mutate them in place
 		pools = append(pools, &q)
 	}
+	if c.ext != nil {
+		pools = c.cachedPools()
+	}
 	sort.Slice(pools, func(i, j int) bool { return pools[i].Name < pools[j].Name })
 	for _, p := range pools {
 		nodes := make([]*corev1.Node, 0, len(c.cache))
@@ -94,21 +119,41 @@ func (c *coordinatorModel) reconcile() {
 		for node := range c.pending {
 			pending[node] = true
 		}
-		writes, err := coordinator.Decide(p.Name, coordinator.Snapshot{Pools: pools, Nodes: nodes,
-			AgentAlive: c.w.leaseOK, Pending: pending, Now: c.w.now}, c.nextGrant)
+		snap := coordinator.Snapshot{Pools: pools, Nodes: nodes, AgentAlive: c.w.leaseOK, Pending: pending, Now: c.w.now}
+		if c.ext != nil {
+			c.extend(&snap)
+		}
+		writes, err := coordinator.Decide(p.Name, snap, c.nextGrant)
 		if err != nil {
 			c.w.logf("coordinator: pool %s: %v", p.Name, err)
 			continue
 		}
 		for _, wr := range writes {
+			if wr.Pool != "" {
+				if !c.writePool(wr) {
+					break // reconcile returns at a failed pool write
+				}
+				continue
+			}
 			c.write(wr)
 		}
 	}
 }
 
-func (c *coordinatorModel) nextGrant(node string) string {
-	c.grants++
-	return fmt.Sprintf("g%d-%s", c.grants, node)
+// nextGrant names a grant: in extended mode as the controller does
+// (coordinator.GrantName: a canary counts its nodes by the config their
+// grant names), in classic mode as the classic schedules always did.
+func (c *coordinatorModel) nextGrant(pool *v1alpha1.UpdatePool, node, avoid string) string {
+	for {
+		c.grants++
+		name := fmt.Sprintf("g%d-%s", c.grants, node)
+		if c.ext != nil {
+			name = coordinator.GrantName(pool, c.w.now, c.grants)
+		}
+		if name != avoid {
+			return name
+		}
+	}
 }
 
 // write makes one conditional write. A grant's expectation is recorded
@@ -139,6 +184,9 @@ func (c *coordinatorModel) write(wr coordinator.Write) {
 	}
 	if wr.Grant != "" {
 		w.checkGrant(wr.Node, c.cache)
+		if w.x != nil {
+			w.checkGrantGuardrails(wr)
+		}
 		w.logf("coordinator: grant %s to %s", wr.Grant, wr.Node)
 	}
 	_ = w.patchAnnotations(wr.Node, wr.Set)

@@ -9,14 +9,35 @@ import (
 )
 
 // Corpus is every seed that ever failed (testdata/corpus.txt), each with
-// what it found. A line is a seed and a comment after '#'; blank lines and
-// lines of comment only are skipped.
+// what it found. A line is a seed, then optionally the mode marker
+// "extended", then a comment after '#':
+//
+//	19    # a classic seed: plays DefaultScenario
+//	4711 extended # found in extended mode: plays ExtendedScenario
+//
+// A line without a marker is a classic seed (every seed found before the
+// extended mode existed): it replays exactly the schedule it failed on,
+// since the classic mode draws nothing from the extended stream. Blank
+// lines and lines of comment only are skipped.
 type Corpus []CorpusEntry
 
-// CorpusEntry is one seed of the corpus and its comment.
+// CorpusEntry is one seed of the corpus, its mode and its comment.
 type CorpusEntry struct {
 	Seed  uint64
 	Found string
+	// Extended: the seed was found in extended mode and plays it.
+	Extended bool
+}
+
+// extendedMarker marks a corpus line found in extended mode.
+const extendedMarker = "extended"
+
+// scenario is the scenario the entry plays.
+func (e CorpusEntry) scenario() Scenario {
+	if e.Extended {
+		return ExtendedScenario()
+	}
+	return DefaultScenario()
 }
 
 // readCorpus reads the corpus file at path.
@@ -39,8 +60,9 @@ func parseCorpus(text string) (Corpus, error) {
 		if len(field) == 0 {
 			continue
 		}
-		if len(field) > 1 {
-			return nil, fmt.Errorf("corpus line %d %q: one seed a line, then '#' and what it found", i+1, line)
+		extended := len(field) == 2 && field[1] == extendedMarker
+		if len(field) > 1 && !extended {
+			return nil, fmt.Errorf("corpus line %d %q: one seed a line, optionally %q, then '#' and what it found", i+1, line, extendedMarker)
 		}
 		seed, err := strconv.ParseUint(field[0], 10, 64)
 		if err != nil || seed == 0 {
@@ -50,7 +72,7 @@ func parseCorpus(text string) (Corpus, error) {
 			return nil, fmt.Errorf("corpus line %d: seed %d already on line %d", i+1, seed, prev)
 		}
 		seen[seed] = i + 1
-		out = append(out, CorpusEntry{Seed: seed, Found: strings.TrimSpace(comment)})
+		out = append(out, CorpusEntry{Seed: seed, Found: strings.TrimSpace(comment), Extended: extended})
 	}
 	return out, nil
 }
@@ -62,6 +84,16 @@ func (c Corpus) seeds() []uint64 {
 		out[i] = e.Seed
 	}
 	return out
+}
+
+// entry is seed's entry, ok false when the corpus does not list it.
+func (c Corpus) entry(seed uint64) (CorpusEntry, bool) {
+	for _, e := range c {
+		if e.Seed == seed {
+			return e, true
+		}
+	}
+	return CorpusEntry{}, false
 }
 
 // maxSeed is the largest seed of the corpus, 0 when it is empty.

@@ -6,12 +6,13 @@ import (
 )
 
 func TestParseCorpus(t *testing.T) {
-	text := "# header\n\n19   # a Degraded node kept the cordon\n  23#no space\n7\n"
+	text := "# header\n\n19   # a Degraded node kept the cordon\n  23#no space\n7\n31 extended # found in extended mode\n"
 	got, err := parseCorpus(text)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Corpus{{19, "a Degraded node kept the cordon"}, {23, "no space"}, {7, ""}}
+	want := Corpus{{19, "a Degraded node kept the cordon", false}, {23, "no space", false}, {7, "", false},
+		{31, "found in extended mode", true}}
 	if len(got) != len(want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
@@ -20,14 +21,15 @@ func TestParseCorpus(t *testing.T) {
 			t.Errorf("entry %d: got %+v, want %+v", i, got[i], want[i])
 		}
 	}
-	if m := got.maxSeed(); m != 23 {
-		t.Errorf("maxSeed %d, want 23", m)
+	if m := got.maxSeed(); m != 31 {
+		t.Errorf("maxSeed %d, want 31", m)
 	}
 }
 
 func TestParseCorpusRejects(t *testing.T) {
 	for _, text := range []string{
 		"12 13 # two seeds on a line",
+		"12 classic # an unknown mode marker",
 		"x # not a number",
 		"0 # seed 0 means no seed to -protosim.seed",
 		"-4",

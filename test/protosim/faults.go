@@ -55,6 +55,7 @@ func (w *World) powerCut(node string) {
 	w.hosts[node].reboot()
 	w.hosts[node].rebootAsked = false
 	w.agents[node].start()
+	w.registerAfterBoot(node)
 }
 
 // bindLatePod is a scheduler acting on a stale cache: it binds a pod to a
@@ -88,19 +89,32 @@ func (w *World) editLimit() {
 	limits := []intstr.IntOrString{intstr.FromInt32(0), intstr.FromInt32(1), intstr.FromInt32(2), intstr.FromInt32(3),
 		intstr.FromString("0%"), intstr.FromString("50%"), intstr.FromString("100%")}
 	mu := limits[w.rng.IntN(len(limits))]
+	if p == nil {
+		return // deleted (extended mode)
+	}
 	p.Spec.MaxUnavailable = &mu
+	specEdited(p)
 	w.logf("pool %s maxUnavailable %s", p.Name, mu.String())
 }
 
 func (w *World) editTarget() {
 	p := w.randomPool()
-	p.Spec.OSImage = []string{midOS, otherOS, fromOS}[w.rng.IntN(3)]
+	target := []string{midOS, otherOS, fromOS}[w.rng.IntN(3)]
+	if p == nil {
+		return // deleted (extended mode)
+	}
+	p.Spec.OSImage = target
+	specEdited(p)
 	w.logf("pool %s target %s", p.Name, p.Spec.OSImage)
 }
 
 func (w *World) togglePause() {
 	p := w.randomPool()
+	if p == nil {
+		return // deleted (extended mode)
+	}
 	p.Spec.Paused = !p.Spec.Paused
+	specEdited(p)
 }
 
 // recreateNode deletes the Node object and creates it again, as a kubelet
@@ -112,6 +126,9 @@ func (w *World) recreateNode(node string) {
 	delete(w.nodes, node)
 	if old == nil {
 		return
+	}
+	if w.x != nil {
+		w.x.deletedByUID[old.UID] = old
 	}
 	labels := map[string]string{}
 	for k, v := range old.Labels {

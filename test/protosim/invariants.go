@@ -85,27 +85,27 @@ func (w *World) checkGrant(node string, cached map[string]*corev1.Node) {
 		// not have seen move yet. Other disrupted nodes count where
 		// they are selected.
 		var counted []*corev1.Node
-		for _, m := range w.nodes {
+		for _, m := range w.disruptable() {
 			owner := m.Annotations[v1alpha1.AnnotationGrantPool]
 			if (owner != "" && owner == pool.Name) || (owner == "" && containsNode(members, m.Name)) {
 				counted = append(counted, m)
 			}
 		}
 		if over := rule.GrantExcess(node, counted, limit); over != nil {
-			w.violate("grant on %s while %d nodes of pool %s (maxUnavailable %d) are already disrupted: %v",
-				node, len(over.Nodes), pool.Name, limit, over.Nodes)
+			w.violate("grant on %s while %d nodes of pool %s (maxUnavailable %d) are already disrupted: %v%s",
+				node, len(over.Nodes), pool.Name, limit, over.Nodes, w.departedNote(over.Nodes))
 		}
 	}
 	if oracle.IsControlPlane(n) {
 		var others []*corev1.Node
-		for _, m := range w.nodes {
+		for _, m := range w.disruptable() {
 			if oracle.IsControlPlane(m) {
 				others = append(others, m)
 			}
 		}
 		if over := rule.GrantExcess(node, others, 1); over != nil {
 			for _, m := range over.Nodes {
-				w.violate("grant on control-plane node %s while control-plane node %s is disrupted", node, m)
+				w.violate("grant on control-plane node %s while control-plane node %s is disrupted%s", node, m, w.departedNote([]string{m}))
 			}
 		}
 	}
@@ -141,10 +141,10 @@ func containsNode(nodes []*corev1.Node, name string) bool {
 // in force since the last moment the pool was within its current limit, so
 // lowering maxUnavailable mid-rollout is not a violation by itself).
 func (w *World) checkSteady() {
-	nodes := make([]*corev1.Node, 0, len(w.nodes))
-	for _, n := range w.nodes {
-		nodes = append(nodes, n)
+	if w.x != nil {
+		w.machinesBack()
 	}
+	nodes := w.disruptable()
 	if over := rule.ControlPlaneExcess(nodes); over != nil {
 		w.violate("%d control-plane nodes disrupted at once: %v", len(over.Nodes), over.Nodes)
 	}

@@ -20,6 +20,12 @@ type Scenario struct {
 	// FaultEvents is how many events the fault phase lasts; afterwards
 	// faults stop and the world must converge within ConvergeEvents.
 	FaultEvents, ConvergeEvents int
+	// Extended plays the extended mode: pools with gates, soaks, canaries,
+	// halts and drain policies, pools deleted and created again, Nodes
+	// deleted while their machine reboots, and a pool cache that lags,
+	// all drawn from a second stream (World.ext). Off, a seed plays the
+	// classic schedule it always played.
+	Extended bool
 }
 
 // DefaultScenario is the size `make test` runs per seed.
@@ -27,9 +33,23 @@ func DefaultScenario() Scenario {
 	return Scenario{Workers: 6, ControlPlane: 3, Zones: []string{"a", "b", "c"}, FaultEvents: 400, ConvergeEvents: 6000}
 }
 
+// ExtendedScenario is DefaultScenario in extended mode, which fresh seeds
+// play.
+func ExtendedScenario() Scenario {
+	sc := DefaultScenario()
+	sc.Extended = true
+	return sc
+}
+
+// extFaultPercent is how often, in extended mode, a fault-phase event is
+// an extended fault (drawn from World.ext before the classic draw).
+const extFaultPercent = 4
+
 // Result is one schedule's outcome.
 type Result struct {
-	Seed       uint64
+	Seed uint64
+	// Extended: the schedule played the extended mode.
+	Extended   bool
 	Violations []string
 	// Stuck is why the world did not converge once faults stopped ("" when
 	// it did).
@@ -66,11 +86,13 @@ const (
 
 // Run plays one seeded schedule.
 func Run(seed uint64, sc Scenario) *Result {
-	w := newWorld(seed)
+	w := newWorld(seed, sc.Extended)
 	w.setup(sc)
-	res := &Result{Seed: seed, Faults: map[string]int{}}
+	res := &Result{Seed: seed, Extended: sc.Extended, Faults: map[string]int{}}
 	for i := 0; i < sc.FaultEvents; i++ {
-		if w.rng.IntN(100) < 12 {
+		if w.ext != nil && w.ext.IntN(100) < extFaultPercent {
+			res.Faults[w.extFault()]++
+		} else if w.rng.IntN(100) < 12 {
 			res.Faults[w.fault()]++
 		} else {
 			w.step()
@@ -88,6 +110,9 @@ func Run(seed uint64, sc Scenario) *Result {
 		}
 	}
 	res.Stuck = w.converged(finalOS)
+	if res.Stuck != "" && w.x != nil {
+		w.logPools()
+	}
 	res.Violations, res.Trace = w.violations, w.trace
 	return res
 }
@@ -104,12 +129,15 @@ func (w *World) setup(sc Scenario) {
 	w.pools[workerPool] = newPool(workerPool, map[string]string{poolLabel: workerPool}, intstr.FromInt32(2), false)
 	w.pools[workerPoolB] = newPool(workerPoolB, map[string]string{poolLabel: workerPoolB}, intstr.FromInt32(1), false)
 	w.pools[cpPool] = newPool(cpPool, map[string]string{"node-role.kubernetes.io/control-plane": ""}, intstr.FromString("50%"), true)
+	if w.x != nil {
+		w.setupExt()
+	}
 	w.coord = newCoordinator(w)
 }
 
 func newPool(name string, sel map[string]string, mu intstr.IntOrString, cp bool) *v1alpha1.UpdatePool {
 	return &v1alpha1.UpdatePool{
-		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("pool-" + name)},
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("pool-" + name), Generation: 1},
 		Spec: v1alpha1.UpdatePoolSpec{
 			NodeSelector: &metav1.LabelSelector{MatchLabels: sel}, OSImage: midOS, MaxUnavailable: &mu, ControlPlane: cp,
 			Drain: &v1alpha1.DrainSpec{Timeout: "3m", OnTimeout: "Yield"},
@@ -166,6 +194,7 @@ func (w *World) rebootRequested() {
 			w.logf("%s: reboots (planned)", name)
 			h.reboot()
 			w.agents[name].start()
+			w.registerAfterBoot(name)
 			return
 		}
 	}
@@ -175,6 +204,10 @@ func (w *World) rebootRequested() {
 // admins uncordon, hooks are removed, pools resume on a target that boots,
 // every node is Ready and in the pool it started in.
 func (w *World) healFaults() {
+	w.healed = true
+	if w.x != nil {
+		w.healExt()
+	}
 	w.apiFailRate = 0
 	clear(w.pdbBlocked)
 	clear(w.registering)
@@ -201,6 +234,7 @@ func (w *World) healFaults() {
 	for _, p := range w.pools {
 		one := intstr.FromInt32(1)
 		p.Spec.Paused, p.Spec.OSImage, p.Spec.MaxUnavailable = false, finalOS, &one
+		specEdited(p)
 	}
 	for _, name := range w.names {
 		if _, ok := w.nodes[name]; !ok {

@@ -17,6 +17,8 @@ var (
 	seeds    = flag.Int("protosim.seeds", 2000, "how many fresh seeds TestSimulate plays (make soak: 100000)")
 	firstArg = flag.Uint64("protosim.first", 0, "the first fresh seed; 0 draws it at random above the corpus on every run (pin it to replay a run's range)")
 	oneSeed  = flag.Uint64("protosim.seed", 0, "replay this seed only, with its trace")
+	strict   = flag.Bool("protosim.strict-departures", false, "count every machine whose Node was deleted under a grant, also one the coordinator holds no departure for (StrictDepartures: two open gaps)")
+	classic  = flag.Bool("protosim.classic", false, "play -protosim.seed or the -protosim.first range in classic mode (fresh seeds play the extended mode; a corpus seed replayed with -protosim.seed plays its own mode)")
 )
 
 // corpusFile holds every seed that ever failed; TestSimulate replays it
@@ -38,10 +40,21 @@ const reportedFailures = 10
 //
 // -protosim.seed replays one seed with its trace; -protosim.first pins the
 // fresh range (the corpus is then not played: the command replays exactly
-// the range a run printed).
+// the range a run printed). The corpus plays each seed in its own mode
+// (corpus.go); fresh seeds play the extended mode, or the classic one with
+// -protosim.classic.
 func TestSimulate(t *testing.T) {
+	StrictDepartures = *strict
+	corpus, err := readCorpus(corpusFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if *oneSeed != 0 {
-		res := Run(*oneSeed, DefaultScenario())
+		sc := freshScenario()
+		if e, ok := corpus.entry(*oneSeed); ok && !*classic {
+			sc = e.scenario()
+		}
+		res := Run(*oneSeed, sc)
 		for _, line := range res.Trace {
 			t.Log(line)
 		}
@@ -51,25 +64,61 @@ func TestSimulate(t *testing.T) {
 	if *seeds < 0 {
 		t.Fatalf("-protosim.seeds=%d: a count of seeds, 0 or more", *seeds)
 	}
-	corpus, err := readCorpus(corpusFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	first := *firstArg
 	if first == 0 {
 		t.Run("corpus", func(t *testing.T) {
-			results := playSeeds(t, corpus.seeds())
+			results := playSeeds(t, corpus.plays())
 			summarize(t, results, "", time.Time{})
 		})
 		first = freshStart(corpus.maxSeed(), randomUint64(t))
 	}
 	t.Run("fresh", func(t *testing.T) {
-		replay := fmt.Sprintf("go test ./test/protosim -run TestSimulate -protosim.first=%d -protosim.seeds=%d", first, *seeds)
-		t.Logf("fresh seeds %d..%d; replay this range: %s", first, first+uint64(*seeds)-1, replay)
+		sc := freshScenario()
+		replay := fmt.Sprintf("go test ./test/protosim -run TestSimulate -protosim.first=%d -protosim.seeds=%d%s", first, *seeds, modeFlag(sc))
+		t.Logf("fresh seeds %d..%d (%s mode); replay this range: %s", first, first+uint64(*seeds)-1, modeName(sc), replay)
 		start := time.Now()
-		results := playSeeds(t, seedRange(first, *seeds))
+		results := playSeeds(t, seedRange(first, *seeds, sc))
 		summarize(t, results, replay, start)
 	})
+}
+
+// freshScenario is what fresh seeds play: the extended mode, unless
+// -protosim.classic.
+func freshScenario() Scenario {
+	if *classic {
+		return DefaultScenario()
+	}
+	return ExtendedScenario()
+}
+
+func modeName(sc Scenario) string {
+	if sc.Extended {
+		return "extended"
+	}
+	return "classic"
+}
+
+// modeFlag is the flag that replays sc's mode ("" for the extended mode).
+func modeFlag(sc Scenario) string {
+	if sc.Extended {
+		return ""
+	}
+	return " -protosim.classic"
+}
+
+// play is one seed to play and the scenario it plays.
+type play struct {
+	seed uint64
+	sc   Scenario
+}
+
+// plays are the corpus's seeds in file order, each in its mode.
+func (c Corpus) plays() []play {
+	out := make([]play, len(c))
+	for i, e := range c {
+		out[i] = play{e.Seed, e.scenario()}
+	}
+	return out
 }
 
 // freshRangeSpan is how far above the corpus a fresh range may start: wide
@@ -93,10 +142,10 @@ func randomUint64(t *testing.T) uint64 {
 	return binary.LittleEndian.Uint64(b[:])
 }
 
-func seedRange(first uint64, n int) []uint64 {
-	out := make([]uint64, n)
+func seedRange(first uint64, n int, sc Scenario) []play {
+	out := make([]play, n)
 	for i := range out {
-		out[i] = first + uint64(i)
+		out[i] = play{first + uint64(i), sc}
 	}
 	return out
 }
@@ -104,14 +153,14 @@ func seedRange(first uint64, n int) []uint64 {
 // playSeeds plays list on every core (seeds are independent) and returns
 // the results in list's order. A failing seed is logged as it is found, so
 // that a long run (make soak) shows its findings before it ends.
-func playSeeds(t *testing.T, list []uint64) []*Result {
+func playSeeds(t *testing.T, list []play) []*Result {
 	results := make([]*Result, len(list))
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			for i := next.Add(1) - 1; i < int64(len(list)); i = next.Add(1) - 1 {
-				res := Run(list[i], DefaultScenario())
+				res := Run(list[i].seed, list[i].sc)
 				if res.Failed() {
 					t.Logf("failing seed %d: %s", res.Seed, res.FirstFinding())
 				}
@@ -160,7 +209,11 @@ func summarize(t *testing.T, results []*Result, replay string, start time.Time) 
 // corpusLine is the line that adds res to the corpus: its seed and, as the
 // comment to edit into what it found, its first violation.
 func corpusLine(res *Result) string {
-	return fmt.Sprintf("%-6d # %s", res.Seed, res.FirstFinding())
+	mode := ""
+	if res.Extended {
+		mode = " " + extendedMarker
+	}
+	return fmt.Sprintf("%-6d%s # %s", res.Seed, mode, res.FirstFinding())
 }
 
 func report(t *testing.T, res *Result) {
@@ -188,6 +241,13 @@ func report(t *testing.T, res *Result) {
 	if res.Stuck != "" {
 		msg += "\n  did not converge: " + res.Stuck
 	}
-	msg += fmt.Sprintf("\n  replay: go test ./test/protosim -run TestSimulate -protosim.seed %d -v", res.Seed)
+	flag := ""
+	if !res.Extended {
+		flag = " -protosim.classic"
+	}
+	if StrictDepartures {
+		flag += " -protosim.strict-departures"
+	}
+	msg += fmt.Sprintf("\n  replay: go test ./test/protosim -run TestSimulate -protosim.seed %d%s -v", res.Seed, flag)
 	t.Error(msg)
 }

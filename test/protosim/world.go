@@ -11,6 +11,31 @@
 // after every event with the product's own definition of unavailable
 // (api/v1alpha1.Unavailable).
 //
+// The coordinator is coordinator.Decide, which follows the controller's
+// reconcile: plan, the gates evaluated when the plan wants a verdict and
+// planned again, the pool read afresh before slot writes and planned
+// again when it changed, the departed nodes and a gate's halt written to
+// the pool, then the node writes (drain policies of nodes in flight
+// included).
+//
+// A schedule plays one of two modes. The classic mode (DefaultScenario) is
+// what every seed played before the extended one existed, draw for draw:
+// the corpus's unmarked seeds replay the schedules they failed on. The
+// extended mode (ExtendedScenario, what fresh seeds play) adds, all drawn
+// from a second stream (World.ext) so that the classic draws stay as they
+// were: pools with annotations and a generation, read through a pool
+// cache that lags the API and confirmed by a quorum read (FreshPool);
+// gates whose verdict is drawn per evaluation and turns sick and healthy
+// over time; soaks; canaries of a count, of a selector, of a selector that
+// selects nothing; halts written by the coordinator and cleared by an
+// operator's resume; drain policy edits; pools deleted and created again
+// (same name, new UID); and Nodes deleted while their machine reboots,
+// whose kubelet registers a new Node when the machine boots. Its checks
+// (invariants_ext.go): no grant from a pool the API lacks, paused or
+// halted; one canary at a time until baked and only the selector's; a
+// machine whose Node was deleted under a grant counts as disrupted until
+// a Node of its name serves again.
+//
 // The model explores interleavings; behaviour is proven on the real API
 // server by the other test packages.
 package protosim
@@ -32,7 +57,12 @@ import (
 // World is the model: the API server's objects, the hosts, the agents and
 // the coordinator, and the record of violations.
 type World struct {
-	rng  *rand.Rand
+	rng *rand.Rand
+	// ext is the second stream, drawn only in extended mode (ext != nil):
+	// every draw of the extended faults and pool features comes from it,
+	// so that a classic schedule's draws from rng are the same as before
+	// the extended mode existed and the corpus replays what it found.
+	ext  *rand.Rand
 	now  time.Time
 	rv   int
 	uids int
@@ -56,8 +86,12 @@ type World struct {
 	drained map[string]types.UID
 
 	apiFailRate float64
-	trace       []string
-	traceLen    int
+	// x is the extended mode's model (nil in classic mode).
+	x *extWorld
+	// healed: the fault phase is over.
+	healed   bool
+	trace    []string
+	traceLen int
 	// afterViolation counts the trace lines after the first violation.
 	afterViolation int
 	violations     []string
@@ -66,8 +100,8 @@ type World struct {
 // leaseDuration is how long an agent's Lease lasts without renewal.
 const leaseDuration = time.Duration(v1alpha1.AgentLeaseDurationSeconds) * time.Second
 
-func newWorld(seed uint64) *World {
-	return &World{
+func newWorld(seed uint64, extended bool) *World {
+	w := &World{
 		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), traceLen: 120,
 		now:       time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC),
 		nodes:     map[string]*corev1.Node{},
@@ -76,6 +110,11 @@ func newWorld(seed uint64) *World {
 		hosts:     map[string]*host{}, agents: map[string]*agent{},
 		pdbBlocked: map[string]bool{}, registering: map[string]bool{}, adminCordoned: map[string]bool{}, drained: map[string]types.UID{},
 	}
+	if extended {
+		w.ext = rand.New(rand.NewPCG(seed^0xda942042e4dd58b5, seed+0x2545f4914f6cdd1d))
+		w.x = newExtWorld()
+	}
+	return w
 }
 
 func (w *World) clock() time.Time { return w.now }

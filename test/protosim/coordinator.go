@@ -28,6 +28,13 @@ type coordinatorModel struct {
 	// that lags the API too, the departures and the gates' last
 	// evaluations.
 	ext *coordExt
+	// term is the leader term this coordinator holds (fenced mode; nil
+	// otherwise); held, when set, collects a pass's writes instead of
+	// making them (a leader paused right after planning); deposed marks a
+	// paused leader resumed after another took over.
+	term    *v1alpha1.LeaderTerm
+	held    *[]coordinator.Write
+	deposed bool
 }
 
 type expectation struct {
@@ -36,7 +43,7 @@ type expectation struct {
 }
 
 func newCoordinator(w *World) *coordinatorModel {
-	c := &coordinatorModel{w: w, cache: map[string]*corev1.Node{}, pending: map[string]expectation{}}
+	c := &coordinatorModel{w: w, cache: map[string]*corev1.Node{}, pending: map[string]expectation{}, term: w.takeOver()}
 	if w.x != nil {
 		c.ext = newCoordExt()
 	}
@@ -119,13 +126,18 @@ func (c *coordinatorModel) reconcile() {
 		for node := range c.pending {
 			pending[node] = true
 		}
-		snap := coordinator.Snapshot{Pools: pools, Nodes: nodes, AgentAlive: c.w.leaseOK, Pending: pending, Now: c.w.now}
+		snap := coordinator.Snapshot{Pools: pools, Nodes: nodes, AgentAlive: c.w.leaseOK, Pending: pending, Now: c.w.now,
+			LeaderTerm: c.term}
 		if c.ext != nil {
 			c.extend(&snap)
 		}
 		writes, err := coordinator.Decide(p.Name, snap, c.nextGrant)
 		if err != nil {
 			c.w.logf("coordinator: pool %s: %v", p.Name, err)
+			continue
+		}
+		if c.held != nil {
+			*c.held = append(*c.held, writes...)
 			continue
 		}
 		for _, wr := range writes {
@@ -182,7 +194,10 @@ func (c *coordinatorModel) write(wr coordinator.Write) {
 	if lost && w.rng.IntN(2) == 0 {
 		return // the write never landed; its answer was lost too
 	}
-	if wr.Grant != "" {
+	if wr.Grant != "" && c.deposed {
+		// Checked by what agents do with it: they must refuse it.
+		w.logf("coordinator (deposed, term %d): grant %s to %s", c.term.Transitions, wr.Grant, wr.Node)
+	} else if wr.Grant != "" {
 		w.checkGrant(wr.Node, c.cache)
 		if w.x != nil {
 			w.checkGrantGuardrails(wr)

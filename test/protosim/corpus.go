@@ -10,10 +10,11 @@ import (
 
 // Corpus is every seed that ever failed (testdata/corpus.txt), each with
 // what it found. A line is a seed, then optionally the mode marker
-// "extended", then a comment after '#':
+// "extended" or "fenced", then a comment after '#':
 //
 //	19    # a classic seed: plays DefaultScenario
 //	4711 extended # found in extended mode: plays ExtendedScenario
+//	4712 fenced # found in fenced mode: plays FencedScenario
 //
 // A line without a marker is a classic seed (every seed found before the
 // extended mode existed): it replays exactly the schedule it failed on,
@@ -27,13 +28,22 @@ type CorpusEntry struct {
 	Found string
 	// Extended: the seed was found in extended mode and plays it.
 	Extended bool
+	// Fenced: the seed was found in fenced mode (extended too) and plays
+	// it.
+	Fenced bool
 }
 
-// extendedMarker marks a corpus line found in extended mode.
-const extendedMarker = "extended"
+// extendedMarker and fencedMarker mark a corpus line found in those modes.
+const (
+	extendedMarker = "extended"
+	fencedMarker   = "fenced"
+)
 
 // scenario is the scenario the entry plays.
 func (e CorpusEntry) scenario() Scenario {
+	if e.Fenced {
+		return FencedScenario()
+	}
 	if e.Extended {
 		return ExtendedScenario()
 	}
@@ -61,8 +71,10 @@ func parseCorpus(text string) (Corpus, error) {
 			continue
 		}
 		extended := len(field) == 2 && field[1] == extendedMarker
-		if len(field) > 1 && !extended {
-			return nil, fmt.Errorf("corpus line %d %q: one seed a line, optionally %q, then '#' and what it found", i+1, line, extendedMarker)
+		fenced := len(field) == 2 && field[1] == fencedMarker
+		if len(field) > 1 && !extended && !fenced {
+			return nil, fmt.Errorf("corpus line %d %q: one seed a line, optionally %q or %q, then '#' and what it found",
+				i+1, line, extendedMarker, fencedMarker)
 		}
 		seed, err := strconv.ParseUint(field[0], 10, 64)
 		if err != nil || seed == 0 {
@@ -72,7 +84,7 @@ func parseCorpus(text string) (Corpus, error) {
 			return nil, fmt.Errorf("corpus line %d: seed %d already on line %d", i+1, seed, prev)
 		}
 		seen[seed] = i + 1
-		out = append(out, CorpusEntry{Seed: seed, Found: strings.TrimSpace(comment), Extended: extended})
+		out = append(out, CorpusEntry{Seed: seed, Found: strings.TrimSpace(comment), Extended: extended || fenced, Fenced: fenced})
 	}
 	return out, nil
 }

@@ -30,7 +30,7 @@ func (w *World) disruptable() []*corev1.Node {
 		if w.x != nil && w.x.departed[name] != nil && w.departureKnown(name) {
 			continue
 		}
-		out = append(out, n)
+		out = append(out, w.countable(n))
 	}
 	if w.x != nil {
 		for name, old := range w.x.departed {
@@ -65,7 +65,7 @@ var StrictDepartures = false
 // checks: always under StrictDepartures, else only while the coordinator
 // remembers its departure or a pool persists it.
 func (w *World) departureKnown(name string) bool {
-	return StrictDepartures || w.coordinatorHolds(name)
+	return StrictDepartures || (!w.x.lostOnLeaderChange[name] && w.coordinatorHolds(name))
 }
 
 // coordinatorHolds reports whether the coordinator remembers the
@@ -74,6 +74,11 @@ func (w *World) coordinatorHolds(name string) bool {
 	if _, ok := w.coord.ext.departed[name]; ok {
 		return true
 	}
+	return w.departurePersisted(name)
+}
+
+// departurePersisted reports whether a pool persists the departure of name.
+func (w *World) departurePersisted(name string) bool {
 	for _, p := range w.pools {
 		if strings.Contains(p.Annotations[v1alpha1.AnnotationDepartedNodes], `"`+name+`"`) {
 			return true

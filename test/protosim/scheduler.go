@@ -26,6 +26,10 @@ type Scenario struct {
 	// all drawn from a second stream (World.ext). Off, a seed plays the
 	// classic schedule it always played.
 	Extended bool
+	// Fenced plays the fenced mode on top (fencing.go): grants carry the
+	// leader's term, agents check it, and a leader may pause after a plan
+	// and write it once another leads; drawn from a third stream.
+	Fenced bool
 }
 
 // DefaultScenario is the size `make test` runs per seed.
@@ -33,11 +37,18 @@ func DefaultScenario() Scenario {
 	return Scenario{Workers: 6, ControlPlane: 3, Zones: []string{"a", "b", "c"}, FaultEvents: 400, ConvergeEvents: 6000}
 }
 
-// ExtendedScenario is DefaultScenario in extended mode, which fresh seeds
-// play.
+// ExtendedScenario is DefaultScenario in extended mode.
 func ExtendedScenario() Scenario {
 	sc := DefaultScenario()
 	sc.Extended = true
+	return sc
+}
+
+// FencedScenario is ExtendedScenario in fenced mode too, which fresh seeds
+// play.
+func FencedScenario() Scenario {
+	sc := ExtendedScenario()
+	sc.Fenced = true
 	return sc
 }
 
@@ -48,8 +59,9 @@ const extFaultPercent = 4
 // Result is one schedule's outcome.
 type Result struct {
 	Seed uint64
-	// Extended: the schedule played the extended mode.
+	// Extended, Fenced: the schedule played those modes.
 	Extended   bool
+	Fenced     bool
 	Violations []string
 	// Stuck is why the world did not converge once faults stopped ("" when
 	// it did).
@@ -87,10 +99,15 @@ const (
 // Run plays one seeded schedule.
 func Run(seed uint64, sc Scenario) *Result {
 	w := newWorld(seed, sc.Extended)
+	if sc.Fenced {
+		w.fence = newFenceStream(seed)
+	}
 	w.setup(sc)
-	res := &Result{Seed: seed, Extended: sc.Extended, Faults: map[string]int{}}
+	res := &Result{Seed: seed, Extended: sc.Extended, Fenced: sc.Fenced, Faults: map[string]int{}}
 	for i := 0; i < sc.FaultEvents; i++ {
-		if w.ext != nil && w.ext.IntN(100) < extFaultPercent {
+		if w.fence != nil && w.fence.IntN(100) < fenceFaultPercent {
+			res.Faults[w.fenceFault()]++
+		} else if w.ext != nil && w.ext.IntN(100) < extFaultPercent {
 			res.Faults[w.extFault()]++
 		} else if w.rng.IntN(100) < 12 {
 			res.Faults[w.fault()]++
@@ -205,6 +222,7 @@ func (w *World) rebootRequested() {
 // every node is Ready and in the pool it started in.
 func (w *World) healFaults() {
 	w.healed = true
+	w.resumePaused()
 	if w.x != nil {
 		w.healExt()
 	}

@@ -82,16 +82,19 @@ func TestSimulate(t *testing.T) {
 	})
 }
 
-// freshScenario is what fresh seeds play: the extended mode, unless
-// -protosim.classic.
+// freshScenario is what fresh seeds play: the extended and fenced modes,
+// unless -protosim.classic.
 func freshScenario() Scenario {
 	if *classic {
 		return DefaultScenario()
 	}
-	return ExtendedScenario()
+	return FencedScenario()
 }
 
 func modeName(sc Scenario) string {
+	if sc.Fenced {
+		return "fenced"
+	}
 	if sc.Extended {
 		return "extended"
 	}
@@ -210,7 +213,10 @@ func summarize(t *testing.T, results []*Result, replay string, start time.Time) 
 // comment to edit into what it found, its first violation.
 func corpusLine(res *Result) string {
 	mode := ""
-	if res.Extended {
+	switch {
+	case res.Fenced:
+		mode = " " + fencedMarker
+	case res.Extended:
 		mode = " " + extendedMarker
 	}
 	return fmt.Sprintf("%-6d%s # %s", res.Seed, mode, res.FirstFinding())

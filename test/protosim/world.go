@@ -18,10 +18,10 @@
 // the pool, then the node writes (drain policies of nodes in flight
 // included).
 //
-// A schedule plays one of two modes. The classic mode (DefaultScenario) is
+// A schedule plays one of three modes. The classic mode (DefaultScenario) is
 // what every seed played before the extended one existed, draw for draw:
 // the corpus's unmarked seeds replay the schedules they failed on. The
-// extended mode (ExtendedScenario, what fresh seeds play) adds, all drawn
+// extended mode (ExtendedScenario) adds, all drawn
 // from a second stream (World.ext) so that the classic draws stay as they
 // were: pools with annotations and a generation, read through a pool
 // cache that lags the API and confirmed by a quorum read (FreshPool);
@@ -34,7 +34,9 @@
 // (invariants_ext.go): no grant from a pool the API lacks, paused or
 // halted; one canary at a time until baked and only the selector's; a
 // machine whose Node was deleted under a grant counts as disrupted until
-// a Node of its name serves again.
+// a Node of its name serves again. The fenced mode (FencedScenario, what
+// fresh seeds play) adds the grants' leader terms and a leader paused
+// between its plan and its writes, from a third stream (fencing.go).
 //
 // The model explores interleavings; behaviour is proven on the real API
 // server by the other test packages.
@@ -62,10 +64,17 @@ type World struct {
 	// every draw of the extended faults and pool features comes from it,
 	// so that a classic schedule's draws from rng are the same as before
 	// the extended mode existed and the corpus replays what it found.
-	ext  *rand.Rand
-	now  time.Time
-	rv   int
-	uids int
+	ext *rand.Rand
+	// fence is the third stream, drawn only in fenced mode (fence !=
+	// nil): the leader pauses and resumes (fencing.go). term is the
+	// leader Lease's transitions, paused the leader stopped after a pass's
+	// plan, if any.
+	fence  *rand.Rand
+	term   int32
+	paused *pausedLeader
+	now    time.Time
+	rv     int
+	uids   int
 
 	nodes map[string]*corev1.Node
 	names []string // creation order

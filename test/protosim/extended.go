@@ -31,6 +31,9 @@ type extWorld struct {
 	// disrupted under a grant (the object as it was), until a Node of the
 	// name serves again: the machine counts as disrupted meanwhile.
 	departed map[string]*corev1.Node
+	// lostInFailover are the departed machines whose departure a
+	// coordinator failover lost, no pool persisting it (World.failover).
+	lostInFailover map[string]bool
 	// deletedByUID are the deleted Node objects in their final state: a
 	// watch delivers that with the delete (a relist's tombstone carries
 	// the cached copy instead).
@@ -40,7 +43,7 @@ type extWorld struct {
 func newExtWorld() *extWorld {
 	return &extWorld{gateSick: map[string]bool{}, deletedPools: map[string]*v1alpha1.UpdatePool{},
 		unregistered: map[string]map[string]string{}, departed: map[string]*corev1.Node{},
-		deletedByUID: map[types.UID]*corev1.Node{}}
+		deletedByUID: map[types.UID]*corev1.Node{}, lostInFailover: map[string]bool{}}
 }
 
 var poolNames = []string{workerPool, workerPoolB, cpPool}
@@ -205,6 +208,7 @@ func (w *World) deleteRebootingNode() {
 	delete(w.adminCordoned, name)
 	if rule.Counts(old) {
 		w.x.departed[name] = old
+		delete(w.x.lostInFailover, name)
 	}
 	w.logf("node %s deleted (machine rebooting: %v)", name, w.hosts[name].rebootAsked)
 }
@@ -230,6 +234,7 @@ func (w *World) machinesBack() {
 	for name := range w.x.departed {
 		if n := w.nodes[name]; n != nil && v1alpha1.NotServing(n) == "" {
 			delete(w.x.departed, name)
+			delete(w.x.lostInFailover, name)
 		}
 	}
 }

@@ -26,6 +26,10 @@ type Scenario struct {
 	// all drawn from a second stream (World.ext). Off, a seed plays the
 	// classic schedule it always played.
 	Extended bool
+	// StrictDepartures makes the extended checks count also a departed
+	// machine whose departure a coordinator failover lost before a pass
+	// persisted it on a pool, an open gap (World.departureKnown).
+	StrictDepartures bool
 }
 
 // DefaultScenario is the size `make test` runs per seed.
@@ -49,8 +53,10 @@ const extFaultPercent = 4
 type Result struct {
 	Seed uint64
 	// Extended: the schedule played the extended mode.
-	Extended   bool
-	Violations []string
+	Extended bool
+	// StrictDepartures: it played with Scenario.StrictDepartures.
+	StrictDepartures bool
+	Violations       []string
 	// Stuck is why the world did not converge once faults stopped ("" when
 	// it did).
 	Stuck  string
@@ -87,8 +93,9 @@ const (
 // Run plays one seeded schedule.
 func Run(seed uint64, sc Scenario) *Result {
 	w := newWorld(seed, sc.Extended)
+	w.strictDepartures = sc.StrictDepartures
 	w.setup(sc)
-	res := &Result{Seed: seed, Extended: sc.Extended, Faults: map[string]int{}}
+	res := &Result{Seed: seed, Extended: sc.Extended, StrictDepartures: sc.StrictDepartures, Faults: map[string]int{}}
 	for i := 0; i < sc.FaultEvents; i++ {
 		if w.ext != nil && w.ext.IntN(100) < extFaultPercent {
 			res.Faults[w.extFault()]++

@@ -31,9 +31,10 @@ type extWorld struct {
 	// disrupted under a grant (the object as it was), until a Node of the
 	// name serves again: the machine counts as disrupted meanwhile.
 	departed map[string]*corev1.Node
-	// lostInFailover are the departed machines whose departure a
-	// coordinator failover lost, no pool persisting it (World.failover).
-	lostInFailover map[string]bool
+	// failedOver are the departed machines a coordinator failover came
+	// after: the new leader knows of them only from the pools
+	// (World.failover).
+	failedOver map[string]bool
 	// deletedByUID are the deleted Node objects in their final state: a
 	// watch delivers that with the delete (a relist's tombstone carries
 	// the cached copy instead).
@@ -43,7 +44,7 @@ type extWorld struct {
 func newExtWorld() *extWorld {
 	return &extWorld{gateSick: map[string]bool{}, deletedPools: map[string]*v1alpha1.UpdatePool{},
 		unregistered: map[string]map[string]string{}, departed: map[string]*corev1.Node{},
-		deletedByUID: map[types.UID]*corev1.Node{}, lostInFailover: map[string]bool{}}
+		deletedByUID: map[types.UID]*corev1.Node{}, failedOver: map[string]bool{}}
 }
 
 var poolNames = []string{workerPool, workerPoolB, cpPool}
@@ -208,7 +209,7 @@ func (w *World) deleteRebootingNode() {
 	delete(w.adminCordoned, name)
 	if rule.Counts(old) {
 		w.x.departed[name] = old
-		delete(w.x.lostInFailover, name)
+		delete(w.x.failedOver, name)
 	}
 	w.logf("node %s deleted (machine rebooting: %v)", name, w.hosts[name].rebootAsked)
 }
@@ -234,7 +235,7 @@ func (w *World) machinesBack() {
 	for name := range w.x.departed {
 		if n := w.nodes[name]; n != nil && v1alpha1.NotServing(n) == "" {
 			delete(w.x.departed, name)
-			delete(w.x.lostInFailover, name)
+			delete(w.x.failedOver, name)
 		}
 	}
 }

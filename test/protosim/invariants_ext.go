@@ -22,8 +22,8 @@ import (
 // until its machine is back).
 //
 // One gap is known and open (see departureKnown): a departure a
-// coordinator failover lost before a pass persisted it on a pool is not
-// counted unless Scenario.StrictDepartures.
+// coordinator failover lost (not yet persisted on a pool, or persisted on
+// a pool deleted since) is not counted unless Scenario.StrictDepartures.
 func (w *World) disruptable() []*corev1.Node {
 	out := make([]*corev1.Node, 0, len(w.nodes))
 	for name, n := range w.nodes {
@@ -44,15 +44,18 @@ func (w *World) disruptable() []*corev1.Node {
 
 // departureKnown reports whether the departed machine name counts in the
 // checks: always under Scenario.StrictDepartures or while the coordinator
-// remembers its departure or a pool persists it; else unless a
-// coordinator failover lost its departure (World.failover).
+// remembers its departure or a pool persists it; else only if it departed
+// after the last coordinator failover (World.failover).
 //
 // The failover gap is open (docs/protocol.md, "What the coordinator
-// cannot know"): a departure remembered, or a Node's delete not yet
-// delivered to the leader's cache, then a failover before a pass
-// persisted the departure on the pool: the new leader's list has neither
-// the Node nor the departure (seeds 1000191, 1000652; about 1% of the
-// extended seeds fail on it under StrictDepartures).
+// cannot know"): a new leader knows of a machine departed before it only
+// from a pool's annotation. A departure remembered, or a Node's delete not
+// yet delivered to the old leader's cache, then a failover before a pass
+// persisted the departure: the new leader's list has neither the Node nor
+// the departure (seeds 1000191, 1000652; about 1% of the extended seeds
+// fail on it under StrictDepartures). Or persisted, then the pool deleted
+// (and created again) after the failover: the annotation went with it
+// (seeds 9101640, 9102110).
 //
 // A grant the node cache had not shown yet (its expectation pending) whose
 // Node was then deleted, the delete delivered as a relist's tombstone
@@ -62,18 +65,17 @@ func (w *World) disruptable() []*corev1.Node {
 // go test ./test/protosim -run TestSimulate -protosim.seed 1000191 -protosim.strict-departures -v
 // replays one.
 func (w *World) departureKnown(name string) bool {
-	return w.strictDepartures || !w.x.lostInFailover[name] || w.coordinatorHolds(name)
+	return w.strictDepartures || !w.x.failedOver[name] || w.coordinatorHolds(name)
 }
 
 // failover replaces the coordinator: a fresh list, no expectations, no
-// departures but what the pools persist. In extended mode the departed
-// machines no pool persists lose their departure (departureKnown).
+// departures but what the pools persist. In extended mode the machines
+// departed so far are known to the new leader only from the pools
+// (departureKnown).
 func (w *World) failover() {
 	if w.x != nil {
 		for name := range w.x.departed {
-			if !w.poolPersists(name) {
-				w.x.lostInFailover[name] = true
-			}
+			w.x.failedOver[name] = true
 		}
 	}
 	w.coord = newCoordinator(w)

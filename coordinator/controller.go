@@ -74,6 +74,9 @@ type Config struct {
 	// each plan's unavailable nodes.
 	betweenReads func(pool *v1alpha1.UpdatePool, now time.Time)
 	planned      func(pool string, unavailable map[string]string)
+	// nodeEvents, a test hook, wraps the node index's handler of the Node
+	// informer's events (to withhold or rewrite some).
+	nodeEvents func(cache.ResourceEventHandler) cache.ResourceEventHandler
 }
 
 // Controller grants update slots. Run it only while holding leadership.
@@ -129,7 +132,9 @@ func New(opts Config) *Controller {
 		statusPace: newStatusPace(),
 		views:      newViewCache(),
 	}
-	c.expectations = newExpectations(opts.Client, opts.Log, c.index.node, opts.ExpectationTimeout)
+	c.expectations = newExpectations(opts.Client, opts.Log, c.index.node, func(node string, exp expectation) {
+		c.departures.expected(node, exp, c.opts.Now())
+	}, opts.ExpectationTimeout)
 	c.events = opts.Client.NewRecorder(context.Background(), corev1.EventSource{Component: "nodeward-coordinator"},
 		kube.RecorderOptions{Log: opts.Log})
 	c.stopEvents = func() { c.events.Shutdown(kube.RecorderFlushTimeout) }

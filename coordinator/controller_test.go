@@ -160,10 +160,17 @@ func watchInvariant(ctx context.Context, t *testing.T, cp *cluster.ControlPlane,
 	return &peak
 }
 
-func runCoordinator(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, dyn dynamic.Interface, suite string) {
-	c := coordinator.New(coordinator.Config{Client: cp.Kube(), Dynamic: dyn, Resync: time.Second,
+// runCoordinator runs a coordinator of suite's pools until ctx ends, its
+// Config amended by each of with.
+func runCoordinator(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, dyn dynamic.Interface, suite string,
+	with ...func(*coordinator.Config)) {
+	opts := coordinator.Config{Client: cp.Kube(), Dynamic: dyn, Resync: time.Second,
 		PoolLabelSelector: suiteLabel + "=" + suite, DisableGuard: true,
-		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	for _, f := range with {
+		f(&opts)
+	}
+	c := coordinator.New(opts)
 	go func() {
 		if err := c.Run(ctx); err != nil && ctx.Err() == nil {
 			t.Errorf("coordinator: %v", err)

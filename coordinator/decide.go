@@ -22,10 +22,13 @@ type Snapshot struct {
 	Nodes []*corev1.Node
 	// AgentAlive reports whether a node's agent renews its Lease.
 	AgentAlive func(node string) bool
-	// Pending are the grants written but not yet seen in Nodes.
+	// Pending are the grants written but not yet seen in Nodes. A node
+	// whose Node is deleted while its grant is pending departs (Departed,
+	// from its grant Write's Departs).
 	Pending map[string]bool
 	// Departed are the nodes the coordinator saw deleted while they held
-	// an unfinished grant (DepartureOf), by name; nil for none.
+	// an unfinished grant (DepartureOf) or while a grant written to them
+	// was pending (Write.Departs), by name; nil for none.
 	Departed map[string]Departure
 	Now      time.Time
 	// Gates evaluates a pool's gates. Nil: they are never evaluated, and a
@@ -58,7 +61,12 @@ type Write struct {
 	Pool string
 	// Grant is the new grant's name for a grant write, "" otherwise.
 	Grant string
-	Set   map[string]*string
+	// Departs is, for a grant write, the departure the controller records
+	// (Departure.At the delete) should the Node be deleted while the grant
+	// is expected, written but not yet shown by its cache: as
+	// DepartureOf reads it off a deleted object that shows the grant.
+	Departs Departure
+	Set     map[string]*string
 }
 
 // Decide is the controller's reconcile of pool over snap, the writes it
@@ -171,7 +179,7 @@ func nodeWrites(p *v1alpha1.UpdatePool, in planInput, plan *poolPlan, grantName 
 	}
 	for _, n := range plan.grant {
 		g := grantName(p, n, views[n].stateGrnt)
-		out = append(out, Write{Node: n, ResourceVersion: views[n].rv, Grant: g,
+		out = append(out, Write{Node: n, ResourceVersion: views[n].rv, Grant: g, Departs: grantDeparture(p, views[n], g),
 			Set: grantAnnotations(p, plan.target, g, plan.releaseAtDone, term)})
 	}
 	yielded := map[string]bool{}

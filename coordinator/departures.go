@@ -26,9 +26,16 @@ import (
 // (AnnotationDepartedNodes), so that a restart or a new leader keeps
 // counting them; this memory covers the time until that write.
 //
-// Ordering: a departure is recorded BEFORE the index drops the Node, and a
-// pass reads the departures AFTER the index, so that a pass finds the
-// grant in the index or in the departures, never in neither.
+// A grant written but not yet shown by the node cache (an expectation)
+// departs too when its Node is deleted: the deleted object, a relist's
+// tombstone carrying the cached copy, may not show a grant that landed and
+// that the machine took (Controller.nodeDeleted, expectations.gone).
+//
+// Ordering: a departure is recorded BEFORE the index drops the Node and
+// BEFORE the expectation of a grant on it is dropped, and a pass reads the
+// departures AFTER the expectations and the index, so that a pass finds
+// the grant in the expectations, the index or the departures, never in
+// none.
 type departures struct {
 	mu     sync.Mutex
 	byNode map[string]departure
@@ -56,9 +63,23 @@ func DepartureOf(n *corev1.Node, now time.Time) (d Departure, ok bool) {
 		return Departure{}, false
 	}
 	return Departure{Pool: a[v1alpha1.AnnotationGrantPool], DepartedNode: v1alpha1.DepartedNode{
-		Grant: grant, Since: metav1.NewTime(now.UTC().Truncate(time.Second)), ControlPlane: isControlPlane(n),
-		Zone: n.Labels[zoneLabel],
-	}}, true
+		Grant: grant, ControlPlane: isControlPlane(n), Zone: n.Labels[zoneLabel],
+	}}.At(now), true
+}
+
+// At is d as remembered of a Node deleted at now.
+func (d Departure) At(now time.Time) Departure {
+	d.Since = metav1.NewTime(now.UTC().Truncate(time.Second))
+	return d
+}
+
+// grantDeparture is the departure of v, granted grant by pool, should its
+// Node be deleted before the node cache shows the grant (Departure.At the
+// delete): what DepartureOf reads off a deleted object that shows it.
+func grantDeparture(pool *v1alpha1.UpdatePool, v nodeView, grant string) Departure {
+	return Departure{Pool: pool.Name, DepartedNode: v1alpha1.DepartedNode{
+		Grant: grant, ControlPlane: v.controlPlane, Zone: v.zone,
+	}}
 }
 
 func newDepartures() *departures { return &departures{byNode: map[string]departure{}} }
@@ -72,6 +93,17 @@ func (d *departures) record(n *corev1.Node, now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.byNode[n.Name] = dep
+}
+
+// expected remembers node, deleted while exp was pending, as departed
+// under exp's grant, unless it is remembered under that grant already.
+func (d *departures) expected(node string, exp expectation, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if cur, ok := d.byNode[node]; ok && cur.Grant == exp.grant {
+		return
+	}
+	d.byNode[node] = exp.departs.At(now)
 }
 
 // returned forgets name once a Node of that name serves again.

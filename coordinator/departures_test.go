@@ -3,15 +3,18 @@ package coordinator_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/coordinator"
 	"github.com/nodeward/nodeward/test/cluster"
 )
 
@@ -76,4 +79,119 @@ func waitPoolAnnotation(t *testing.T, dyn dynamic.Interface, pool, key, want str
 		}
 		return strings.Contains(got, want), nil
 	})
+}
+
+// TestNodeDeletedUnderAnUnseenGrantKeepsCounting: a grant the coordinator
+// wrote but its node cache never showed (the watch lost the update), whose
+// Node is then deleted and delivered as a relist's tombstone carrying the
+// cached copy, without the grant, still counts: the machine may have taken
+// the grant and be rebooting. With maxUnavailable 1 no other node is
+// granted, and the pool records the departure under that grant, until a
+// Node of its name registers again and serves.
+func TestNodeDeletedUnderAnUnseenGrantKeepsCounting(t *testing.T) {
+	t.Parallel()
+	const prefix = "unseen"
+	r := newRig(t, prefix, 3, 1)
+	cp, dyn, ctx, agents := r.cp, r.dyn, r.ctx, r.agents
+	createPool(t, dyn, prefix, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector: groupSelector(prefix), OSImage: "os:unseen1", MaxUnavailable: ptr.To(intstrInt(1)),
+	}})
+	lost := newLostGrants(r.nodes)
+	runCoordinator(ctx, t, cp, dyn, prefix, func(o *coordinator.Config) { coordinator.SetNodeEventsHook(o, lost.wrap) })
+
+	g := agents.next(t, time.Minute)
+	agents.mustReport(ctx, t, g, v1alpha1.StepRebooting)
+	gone := getNode(ctx, t, cp, g.node)
+	if err := cp.Client().CoreV1().Nodes().Delete(ctx, g.node, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete node %s: %v", g.node, err)
+	}
+	cluster.WaitFor(t, 30*time.Second, "the tombstone of "+g.node+" delivered", func(context.Context) (bool, error) {
+		return lost.tombstoned(g.node), nil
+	})
+	agents.noGrantFor(t, 3*time.Second, "while the machine of a Node deleted under a grant the cache never showed reboots")
+	waitPoolAnnotation(t, dyn, prefix, v1alpha1.AnnotationDepartedNodes, `"grant":"`+g.grant+`"`, 30*time.Second)
+	waitPoolAnnotation(t, dyn, prefix, v1alpha1.AnnotationDepartedNodes, `"`+g.node+`"`, time.Second)
+
+	// The machine is back: its kubelet registers the Node again.
+	back := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: gone.Name, Labels: gone.Labels,
+		Annotations: map[string]string{cluster.KwokAnnotation: "fake"}}, Status: corev1.NodeStatus{
+		Capacity: gone.Status.Capacity, Allocatable: gone.Status.Allocatable}}
+	if _, err := cp.Client().CoreV1().Nodes().Create(ctx, back, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("register node %s again: %v", g.node, err)
+	}
+	if next := agents.next(t, time.Minute); next.grant == g.grant {
+		t.Fatalf("the departed grant %s came back", g.grant)
+	}
+	waitPoolAnnotation(t, dyn, prefix, v1alpha1.AnnotationDepartedNodes, "", 30*time.Second)
+}
+
+// lostGrants wraps the coordinator's node index handler: of the nodes it
+// names, it withholds every update of a Node that holds a grant (a watch
+// that lost them) and delivers a delete as a relist's tombstone carrying
+// the copy it delivered last.
+type lostGrants struct {
+	next  cache.ResourceEventHandler
+	nodes map[string]bool
+
+	mu    sync.Mutex
+	last  map[string]*corev1.Node
+	tombs map[string]bool
+}
+
+func newLostGrants(nodes []string) *lostGrants {
+	l := &lostGrants{nodes: map[string]bool{}, last: map[string]*corev1.Node{}, tombs: map[string]bool{}}
+	for _, n := range nodes {
+		l.nodes[n] = true
+	}
+	return l
+}
+
+func (l *lostGrants) wrap(next cache.ResourceEventHandler) cache.ResourceEventHandler {
+	l.next = next
+	return l
+}
+
+func (l *lostGrants) OnAdd(obj any, initial bool) {
+	if n, ok := obj.(*corev1.Node); ok && l.nodes[n.Name] {
+		l.mu.Lock()
+		l.last[n.Name] = n
+		l.mu.Unlock()
+	}
+	l.next.OnAdd(obj, initial)
+}
+
+func (l *lostGrants) OnUpdate(oldObj, obj any) {
+	n, ok := obj.(*corev1.Node)
+	if !ok || !l.nodes[n.Name] {
+		l.next.OnUpdate(oldObj, obj)
+		return
+	}
+	if n.Annotations[v1alpha1.AnnotationGrant] != "" {
+		return
+	}
+	l.mu.Lock()
+	old := l.last[n.Name]
+	l.last[n.Name] = n
+	l.mu.Unlock()
+	l.next.OnUpdate(old, obj)
+}
+
+func (l *lostGrants) OnDelete(obj any) {
+	n, ok := obj.(*corev1.Node)
+	if !ok || !l.nodes[n.Name] {
+		l.next.OnDelete(obj)
+		return
+	}
+	l.mu.Lock()
+	last := l.last[n.Name]
+	delete(l.last, n.Name)
+	l.tombs[n.Name] = true
+	l.mu.Unlock()
+	l.next.OnDelete(cache.DeletedFinalStateUnknown{Key: n.Name, Obj: last})
+}
+
+func (l *lostGrants) tombstoned(node string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.tombs[node]
 }

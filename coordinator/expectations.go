@@ -21,9 +21,16 @@ import (
 // The grant write is conditional on rv, the node's resourceVersion the
 // plan saw, so once the node is at any other version without the grant,
 // the write can no longer land.
+//
+// departs is the departure the node counts as should its Node be deleted
+// while the expectation is pending (the grant landed, or its write's
+// outcome is unknown): the grant, the pool that issued it, whether the
+// node is a control-plane node and its zone, as DepartureOf would read
+// them off the deleted object had it shown the grant (Since unset).
 type expectation struct {
 	grant   string
 	rv      string
+	departs Departure
 	sent    time.Time // when the write was sent (Config.Now)
 	checked time.Time // when the API was last asked about it
 }
@@ -33,11 +40,22 @@ type expectation struct {
 // node event in between leaves a new grant in the copy or in the index,
 // never in neither; an expectation is dropped only for what the index
 // shows (observe) or what the API answers (settle, expire).
+//
+// A Node deleted while its expectation is pending departs (departed) BEFORE
+// the expectation is dropped: the Node's delete event records the
+// departure before the index drops the Node (Controller.nodeDeleted), and
+// observe and check record it again, if need be, before they drop the
+// expectation as "node deleted". A pass that finds the expectation in
+// neither its copy nor the index then finds the departure, which it reads
+// after the index (departures: ordering).
 type expectations struct {
 	client *kube.Client
 	log    *slog.Logger
 	// indexed reads a node as the index holds it (nil: not held).
 	indexed func(name string) *corev1.Node
+	// departed records the departure of a node whose Node was deleted
+	// while exp was pending (departures.expected).
+	departed func(node string, exp expectation)
 	// timeout bounds how long an expectation counts without asking the
 	// API again.
 	timeout time.Duration
@@ -46,15 +64,19 @@ type expectations struct {
 	pending map[string]expectation
 }
 
-func newExpectations(client *kube.Client, log *slog.Logger, indexed func(string) *corev1.Node, timeout time.Duration) *expectations {
-	return &expectations{client: client, log: log, indexed: indexed, timeout: timeout, pending: map[string]expectation{}}
+func newExpectations(client *kube.Client, log *slog.Logger, indexed func(string) *corev1.Node,
+	departed func(string, expectation), timeout time.Duration) *expectations {
+	return &expectations{client: client, log: log, indexed: indexed, departed: departed, timeout: timeout,
+		pending: map[string]expectation{}}
 }
 
-// expect records the expectation before the grant is written.
-func (e *expectations) expect(node, grant, rv string, now time.Time) {
+// expect records the expectation before the grant is written: exp's
+// grant, rv and departs; its times are now.
+func (e *expectations) expect(node string, exp expectation, now time.Time) {
+	exp.sent, exp.checked = now, now
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.pending[node] = expectation{grant: grant, rv: rv, sent: now, checked: now}
+	e.pending[node] = exp
 }
 
 // nodes copies the expectations' nodes.
@@ -86,6 +108,22 @@ func (e *expectations) get(node string) (expectation, bool) {
 	return exp, ok
 }
 
+// gone drops node's expectation exp, its Node deleted, once its departure
+// is recorded: the grant may have landed and the machine acted on it.
+func (e *expectations) gone(node string, exp expectation) {
+	e.mu.Lock()
+	cur, ok := e.pending[node]
+	if ok && cur == exp {
+		e.departed(node, exp) // before the drop (expectations: ordering)
+		delete(e.pending, node)
+	}
+	e.mu.Unlock()
+	if ok && cur == exp {
+		e.log.Info("grant expectation dropped", "node", node, "grant", exp.grant,
+			"why", "node deleted; counted as departed under the grant")
+	}
+}
+
 // drop removes node's expectation if it is still exp.
 func (e *expectations) drop(node string, exp expectation, why string) {
 	e.mu.Lock()
@@ -101,7 +139,8 @@ func (e *expectations) drop(node string, exp expectation, why string) {
 
 // observe drops node's expectation once the index shows the grant, or
 // shows the node at another version without it (the conditional write can
-// no longer land), or no longer holds the node. It reads the index, which
+// no longer land), or no longer holds the node (gone: departed). It reads
+// the index, which
 // a pass reads, not the informer's store, which may be ahead of it (an
 // expectation dropped for what the index does not show yet would leave a
 // grant in neither).
@@ -112,7 +151,7 @@ func (e *expectations) observe(node string) {
 	}
 	n := e.indexed(node)
 	if n == nil {
-		e.drop(node, exp, "node deleted")
+		e.gone(node, exp)
 		return
 	}
 	if n.Annotations[v1alpha1.AnnotationGrant] == exp.grant || n.ResourceVersion != exp.rv {
@@ -141,18 +180,24 @@ func (e *expectations) settle(ctx context.Context, node string, err error, now t
 }
 
 // check asks the API about exp: the grant is there (keep: the cache will
-// show it), the node is at another version without it, or gone (drop: the
+// show it), the node is at another version without it (drop: the
 // conditional write cannot land), or, expired, the node is unchanged
 // without it, the write long answered (drop: it never reached the store).
-// An error keeps the expectation.
+// A node the API no longer has may have taken the grant before it was
+// deleted: while the index still holds it the expectation stays (the
+// index's delete records its departure, nodeDeleted); once the index no
+// longer does, it departs (gone). An error keeps the expectation.
 func (e *expectations) check(ctx context.Context, node string, exp expectation, now time.Time, expired bool) {
 	gctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
 	n, err := e.client.Nodes().Get(gctx, node, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		e.drop(node, exp, "node deleted")
-		return
+		if e.indexed(node) == nil {
+			e.gone(node, exp)
+			return
+		}
+		// Deleted; the index's delete records the departure.
 	case err != nil:
 		e.log.Warn("check grant expectation: keep counting the node", "node", node, "grant", exp.grant, "err", err)
 	case n.Annotations[v1alpha1.AnnotationGrant] == exp.grant:

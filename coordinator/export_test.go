@@ -3,6 +3,8 @@ package coordinator
 import (
 	"time"
 
+	"k8s.io/client-go/tools/cache"
+
 	"github.com/nodeward/nodeward/api/v1alpha1"
 )
 
@@ -23,4 +25,10 @@ func (c *Controller) CachedGrant(node string) string {
 		return n.Annotations[v1alpha1.AnnotationGrant]
 	}
 	return ""
+}
+
+// SetNodeEventsHook wraps the node index's handler of the Node informer's
+// events in wrap's, which may withhold or rewrite them.
+func SetNodeEventsHook(o *Config, wrap func(cache.ResourceEventHandler) cache.ResourceEventHandler) {
+	o.nodeEvents = wrap
 }

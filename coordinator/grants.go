@@ -45,7 +45,7 @@ func coordinatorKeys(pool *v1alpha1.UpdatePool, target string) map[string]*strin
 func (c *Controller) grant(ctx context.Context, pool *v1alpha1.UpdatePool, plan *poolPlan, v nodeView, now time.Time) error {
 	grant := c.grantNames.next(pool, now, v.stateGrnt)
 	set := grantAnnotations(pool, plan.target, grant, plan.releaseAtDone, c.opts.LeaderTerm)
-	c.expectations.expect(v.name, grant, v.rv, now)
+	c.expectations.expect(v.name, expectation{grant: grant, rv: v.rv, departs: grantDeparture(pool, v, grant)}, now)
 	if err := patchNode(ctx, c.opts.Client, v.name, v.rv, set); err != nil {
 		c.expectations.settle(ctx, v.name, err, now)
 		return fmt.Errorf("grant %s: %w", grant, err)

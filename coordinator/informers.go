@@ -68,8 +68,11 @@ func (c *Controller) addHandlers() {
 	// AddEventHandler fails only on a stopped informer; these have not
 	// started. The index's Node handler checks expectations and enqueues
 	// after it updates the index (nodeIndex: ordering).
-	record := func(n *corev1.Node) { c.departures.record(n, c.opts.Now()) }
-	nodeReg, _ := c.nodes.AddEventHandler(c.index.nodeHandler(record, c.onNode))
+	var nodeHandler cache.ResourceEventHandler = c.index.nodeHandler(c.nodeDeleted, c.onNode)
+	if c.opts.nodeEvents != nil {
+		nodeHandler = c.opts.nodeEvents(nodeHandler)
+	}
+	nodeReg, _ := c.nodes.AddEventHandler(nodeHandler)
 	leaseReg, _ := c.leases.AddEventHandler(c.index.leaseHandler(func(old, cur *coordinationv1.Lease) {
 		if old == nil || cur == nil || leaseLivenessChange(old, cur, c.opts.Now()) {
 			c.enqueuePools()
@@ -86,6 +89,21 @@ func (c *Controller) addHandlers() {
 		},
 		DeleteFunc: enqueueAll,
 	})
+}
+
+// nodeDeleted runs with a deleted Node before the index drops it: the
+// node departs if a grant written to it is still expected (the grant
+// landed or its write's outcome is unknown: the deleted object, maybe a
+// relist's tombstone carrying the cached copy, need not show it), or if
+// the object shows an unfinished grant. The expectation is dropped after
+// (onNode, expectations: ordering).
+func (c *Controller) nodeDeleted(n *corev1.Node) {
+	now := c.opts.Now()
+	if exp, ok := c.expectations.get(n.Name); ok {
+		c.departures.expected(n.Name, exp, now)
+		return
+	}
+	c.departures.record(n, now)
 }
 
 // leaseLivenessChange reports whether a Lease update changes whether its

@@ -68,12 +68,30 @@ func (c *coordinatorModel) refreshPools() {
 }
 
 // dropped is the index dropping a deleted Node: its departure is
-// recorded first (departures.record).
+// recorded first (Controller.nodeDeleted), under the grant still expected
+// on it if any (the deleted object, a relist's tombstone carrying the
+// cached copy, may not show it), else under the unfinished grant the
+// object shows; then the expectation is dropped (expectations.gone).
 func (c *coordinatorModel) dropped(old *corev1.Node) {
+	if e, ok := c.pending[old.Name]; ok {
+		c.departExpected(old.Name, e)
+		return
+	}
 	if d, ok := coordinator.DepartureOf(old, c.w.now); ok {
 		c.ext.departed[old.Name] = d
 		c.w.logf("coordinator: %s departed under grant %s", old.Name, d.Grant)
 	}
+}
+
+// departExpected records the departure of node, its Node deleted while
+// its grant e was expected, unless it is remembered under that grant
+// already (departures.expected), and then drops e (expectations.gone).
+func (c *coordinatorModel) departExpected(node string, e expectation) {
+	if cur, ok := c.ext.departed[node]; !ok || cur.Grant != e.grant {
+		c.ext.departed[node] = e.departs.At(c.w.now)
+		c.w.logf("coordinator: %s departed under grant %s, expected, not yet seen", node, e.grant)
+	}
+	delete(c.pending, node)
 }
 
 // finalState is the object a watch's delete event carries for the cached
@@ -88,8 +106,9 @@ func (c *coordinatorModel) finalState(old *corev1.Node) *corev1.Node {
 // delivered forgets a departure once a Node of its name serves
 // (departures.returned).
 func (c *coordinatorModel) delivered(n *corev1.Node) {
-	if v1alpha1.NotServing(n) == "" {
+	if _, ok := c.ext.departed[n.Name]; ok && v1alpha1.NotServing(n) == "" {
 		delete(c.ext.departed, n.Name)
+		c.w.logf("coordinator: %s serves again: its departure is over", n.Name)
 	}
 }
 

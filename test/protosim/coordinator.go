@@ -37,9 +37,13 @@ type coordinatorModel struct {
 	deposed bool
 }
 
+// expectation is a grant written but not yet seen in the cache, and the
+// departure it stands for should its Node be deleted meanwhile
+// (coordinator.Write.Departs).
 type expectation struct {
-	grant string
-	since time.Time
+	grant   string
+	since   time.Time
+	departs coordinator.Departure
 }
 
 func newCoordinator(w *World) *coordinatorModel {
@@ -89,7 +93,10 @@ func (c *coordinatorModel) refresh() {
 }
 
 // settle drops the expectations the cache shows, and those the API, asked
-// after expectationTimeout, shows never landed.
+// after expectationTimeout, shows never landed. In extended mode, as the
+// controller does, a node the API no longer has keeps its expectation
+// while the cache holds its Node (the cache's delete records the
+// departure, dropped) and departs under it once the cache does not.
 func (c *coordinatorModel) settle() {
 	for node, e := range c.pending {
 		if n := c.cache[node]; n != nil && n.Annotations[v1alpha1.AnnotationGrant] == e.grant {
@@ -99,8 +106,13 @@ func (c *coordinatorModel) settle() {
 		if c.w.now.Sub(e.since) < expectationTimeout {
 			continue
 		}
-		if n := c.w.nodes[node]; n == nil || n.Annotations[v1alpha1.AnnotationGrant] != e.grant {
+		n := c.w.nodes[node]
+		switch {
+		case n != nil && n.Annotations[v1alpha1.AnnotationGrant] == e.grant:
+		case n != nil || c.ext == nil:
 			delete(c.pending, node)
+		case c.cache[node] == nil:
+			c.departExpected(node, e)
 		}
 	}
 }
@@ -176,7 +188,7 @@ func (c *coordinatorModel) nextGrant(pool *v1alpha1.UpdatePool, node, avoid stri
 func (c *coordinatorModel) write(wr coordinator.Write) {
 	w := c.w
 	if wr.Grant != "" {
-		c.pending[wr.Node] = expectation{grant: wr.Grant, since: w.now}
+		c.pending[wr.Node] = expectation{grant: wr.Grant, since: w.now, departs: wr.Departs}
 	}
 	n := w.nodes[wr.Node]
 	stale := n == nil || n.ResourceVersion != wr.ResourceVersion

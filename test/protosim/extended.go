@@ -31,20 +31,24 @@ type extWorld struct {
 	// disrupted under a grant (the object as it was), until a Node of the
 	// name serves again: the machine counts as disrupted meanwhile.
 	departed map[string]*corev1.Node
+	// failedOver are the departed machines a coordinator failover came
+	// after: the new leader knows of them only from the pools
+	// (World.failover).
+	failedOver map[string]bool
 	// deletedByUID are the deleted Node objects in their final state: a
 	// watch delivers that with the delete (a relist's tombstone carries
 	// the cached copy instead).
 	deletedByUID map[types.UID]*corev1.Node
-	// lostOnLeaderChange are the departures a leader remembered but had
-	// not persisted when another took over (replaceLeader): the open gap
-	// only -protosim.strict-departures counts, until the machine is back.
-	lostOnLeaderChange map[string]bool
+	// unpersistedAtFailover are the failedOver machines no pool
+	// persisted at the failover: the new leader cannot know them, even if
+	// a paused old leader persists them later (fenced mode).
+	unpersistedAtFailover map[string]bool
 }
 
 func newExtWorld() *extWorld {
 	return &extWorld{gateSick: map[string]bool{}, deletedPools: map[string]*v1alpha1.UpdatePool{},
 		unregistered: map[string]map[string]string{}, departed: map[string]*corev1.Node{},
-		deletedByUID: map[types.UID]*corev1.Node{}, lostOnLeaderChange: map[string]bool{}}
+		deletedByUID: map[types.UID]*corev1.Node{}, failedOver: map[string]bool{}, unpersistedAtFailover: map[string]bool{}}
 }
 
 var poolNames = []string{workerPool, workerPoolB, cpPool}
@@ -209,6 +213,8 @@ func (w *World) deleteRebootingNode() {
 	delete(w.adminCordoned, name)
 	if rule.Counts(old) {
 		w.x.departed[name] = old
+		delete(w.x.failedOver, name)
+		delete(w.x.unpersistedAtFailover, name)
 	}
 	w.logf("node %s deleted (machine rebooting: %v)", name, w.hosts[name].rebootAsked)
 }
@@ -234,7 +240,9 @@ func (w *World) machinesBack() {
 	for name := range w.x.departed {
 		if n := w.nodes[name]; n != nil && v1alpha1.NotServing(n) == "" {
 			delete(w.x.departed, name)
-			delete(w.x.lostOnLeaderChange, name)
+			delete(w.x.failedOver, name)
+			delete(w.x.unpersistedAtFailover, name)
+			delete(w.x.unpersistedAtFailover, name)
 		}
 	}
 }

@@ -20,7 +20,7 @@ func (w *World) fault() string {
 		{"state directory lost", w.loseState},
 		{"power cut", w.powerCut},
 		{"API failures on/off", func(string) { w.apiFailRate = []float64{0, 0.2, 0.5}[w.rng.IntN(3)] }},
-		{"coordinator failover", func(string) { w.replaceLeader() }},
+		{"coordinator failover", func(string) { w.failover() }},
 		{"relabel between worker pools", w.relabel},
 		{"maxUnavailable changed", func(string) { w.editLimit() }},
 		{"target changed", func(string) { w.editTarget() }},

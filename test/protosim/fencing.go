@@ -69,7 +69,7 @@ func (w *World) fenceFault() string {
 	c.reconcile()
 	c.held = nil
 	w.paused = &pausedLeader{coord: c, writes: held}
-	w.replaceLeader()
+	w.failover()
 	w.logf("FAULT leader paused (term %d) with %d planned writes; term %d leads", c.term.Transitions, len(held), w.term)
 	return "leader paused"
 }
@@ -125,20 +125,4 @@ func (w *World) countable(n *corev1.Node) *corev1.Node {
 		delete(c.Annotations, k)
 	}
 	return c
-}
-
-// replaceLeader hands the leadership to a new coordinator (a failover, a
-// pause). A departure the old leader remembered but no pool persists yet
-// is lost to the new one: the open gap of docs/protocol.md ("What the
-// coordinator cannot know"), which only -protosim.strict-departures counts.
-func (w *World) replaceLeader() {
-	if old := w.coord; old != nil && old.ext != nil {
-		for name := range old.ext.departed {
-			if !w.departurePersisted(name) {
-				w.x.lostOnLeaderChange[name] = true
-				w.logf("departure of %s lost with the leader (not persisted yet)", name)
-			}
-		}
-	}
-	w.coord = newCoordinator(w)
 }

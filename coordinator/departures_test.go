@@ -195,3 +195,112 @@ func (l *lostGrants) tombstoned(node string) bool {
 	defer l.mu.Unlock()
 	return l.tombs[node]
 }
+
+// A Node deleted under a grant and registered again before the watch
+// delivered the delete reaches the informer, after a relist, as one update
+// from the old object to the new one (another UID). The machine departed
+// all the same: the pool counts it until the new Node serves, although the
+// new Node (registered without the pool's labels, as a kubelet does before
+// an operator labels it) is not the pool's.
+func TestNodeReplacedWithinARelistKeepsCounting(t *testing.T) {
+	t.Parallel()
+	const prefix = "relisted"
+	r := newRig(t, prefix, 3, 1)
+	cp, dyn, ctx, agents := r.cp, r.dyn, r.ctx, r.agents
+	createPool(t, dyn, prefix, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector: groupSelector(prefix), OSImage: "os:relisted1", MaxUnavailable: ptr.To(intstrInt(1)),
+	}})
+	relist := &relisted{withheld: map[string]*corev1.Node{}}
+	runCoordinator(ctx, t, cp, dyn, prefix, func(o *coordinator.Config) { coordinator.SetNodeEventsHook(o, relist.wrap) })
+
+	g := agents.next(t, time.Minute)
+	agents.mustReport(ctx, t, g, v1alpha1.StepRebooting)
+	gone := getNode(ctx, t, cp, g.node)
+	relist.hold(g.node)
+	if err := cp.Client().CoreV1().Nodes().Delete(ctx, g.node, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete node %s: %v", g.node, err)
+	}
+	// Registered again, not Ready (no kwok to report it) and without the
+	// pool's labels.
+	back := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: gone.Name, Labels: map[string]string{"kubernetes.io/hostname": gone.Name}}}
+	cluster.WaitFor(t, 30*time.Second, "node "+g.node+" registered again", func(ctx context.Context) (bool, error) {
+		_, err := cp.Client().CoreV1().Nodes().Create(ctx, back, metav1.CreateOptions{})
+		return err == nil, nil // the old object may still be going
+	})
+	cluster.WaitFor(t, 30*time.Second, "the replacement of "+g.node+" delivered as one update", func(context.Context) (bool, error) {
+		return relist.delivered(g.node), nil
+	})
+	agents.noGrantFor(t, 3*time.Second, "while the machine of a Node replaced within a relist reboots")
+	waitPoolAnnotation(t, dyn, prefix, v1alpha1.AnnotationDepartedNodes, `"grant":"`+g.grant+`"`, 30*time.Second)
+}
+
+// relisted wraps the coordinator's node index handler: once hold names a
+// node, its delete is withheld and the next add of that name is delivered
+// as an update from the withheld object, as a relist after a broken watch
+// delivers a Node deleted and created again.
+type relisted struct {
+	next cache.ResourceEventHandler
+
+	mu       sync.Mutex
+	holding  string
+	withheld map[string]*corev1.Node
+	replaced map[string]bool
+}
+
+func (r *relisted) wrap(next cache.ResourceEventHandler) cache.ResourceEventHandler {
+	r.next = next
+	return r
+}
+
+func (r *relisted) hold(node string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.holding = node
+}
+
+func (r *relisted) delivered(node string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.replaced[node]
+}
+
+func (r *relisted) OnAdd(obj any, initial bool) {
+	n, ok := obj.(*corev1.Node)
+	r.mu.Lock()
+	old := r.withheld[nameOf(n, ok)]
+	if old != nil {
+		delete(r.withheld, n.Name)
+		if r.replaced == nil {
+			r.replaced = map[string]bool{}
+		}
+		r.replaced[n.Name] = true
+	}
+	r.mu.Unlock()
+	if old != nil {
+		r.next.OnUpdate(old, obj)
+		return
+	}
+	r.next.OnAdd(obj, initial)
+}
+
+func (r *relisted) OnUpdate(oldObj, obj any) { r.next.OnUpdate(oldObj, obj) }
+
+func (r *relisted) OnDelete(obj any) {
+	n, ok := obj.(*corev1.Node)
+	r.mu.Lock()
+	held := ok && n.Name == r.holding
+	if held {
+		r.withheld[n.Name], r.holding = n, ""
+	}
+	r.mu.Unlock()
+	if !held {
+		r.next.OnDelete(obj)
+	}
+}
+
+func nameOf(n *corev1.Node, ok bool) string {
+	if !ok {
+		return ""
+	}
+	return n.Name
+}

@@ -61,14 +61,29 @@ func newNodeIndex() *nodeIndex { return &nodeIndex{byName: map[string]*indexedNo
 // each event, after the index holds it, calls then with the node before
 // and after it (old nil for an add, cur nil for a delete).
 // beforeRemove, when set, runs with a deleted node before the index drops
-// it (departures).
+// it (departures), and with the old object of an update that replaces it
+// by another of the same name (another UID): a relist after the watch
+// broke delivers a Node deleted and registered again meanwhile as one
+// update, not as a delete and an add.
 func (x *nodeIndex) nodeHandler(beforeRemove func(*corev1.Node), then func(old, cur *corev1.Node)) cache.ResourceEventHandlerFuncs {
-	return indexHandler(x.setNode, func(n *corev1.Node) {
+	h := indexHandler(x.setNode, func(n *corev1.Node) {
 		if beforeRemove != nil {
 			beforeRemove(n)
 		}
 		x.removeNode(n.Name)
 	}, then)
+	if beforeRemove == nil {
+		return h
+	}
+	update := h.UpdateFunc
+	h.UpdateFunc = func(oldObj, obj any) {
+		old, ok := oldObj.(*corev1.Node)
+		if cur, isNode := obj.(*corev1.Node); ok && isNode && old.UID != cur.UID {
+			beforeRemove(old)
+		}
+		update(oldObj, obj)
+	}
+	return h
 }
 
 // indexHandler is an informer's event handler that keeps an index with set

@@ -32,14 +32,18 @@ func newCoordExt() *coordExt {
 
 // resyncExt is the extended part of a fresh list: the pools as the API
 // has them, and a departure for every cached Node the list no longer has
-// (the informer's delete of a missing key).
+// (the informer's delete of a missing key) or has as another object.
 func (c *coordinatorModel) resyncExt() {
 	clear(c.ext.pools)
 	for name, p := range c.w.pools {
 		c.ext.pools[name] = copyPool(p)
 	}
 	for name, old := range c.cache {
-		if _, ok := c.w.nodes[name]; !ok {
+		// A key the list lacks is a delete of the cached copy; a key
+		// whose object is another one (deleted and registered again
+		// since) is an update from the cached copy, which departs too
+		// (nodeIndex.nodeHandler).
+		if n, ok := c.w.nodes[name]; !ok || n.UID != old.UID {
 			c.dropped(old)
 		}
 	}

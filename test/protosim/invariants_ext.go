@@ -158,7 +158,7 @@ func (w *World) checkCanary(p *v1alpha1.UpdatePool, node string) {
 		}
 	}
 	for _, m := range w.nodes {
-		a := m.Annotations
+		a := w.countable(m).Annotations // a deposed leader's grant no agent took holds nothing
 		if m.Name != node && a[v1alpha1.AnnotationGrant] != "" && a[v1alpha1.AnnotationGrantPool] == p.Name &&
 			a[v1alpha1.AnnotationGrantTarget] == target && !canaryBaked(m, target, w.now) {
 			holding = append(holding, m.Name)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/gate"
@@ -151,11 +152,11 @@ func decidePass(p *v1alpha1.UpdatePool, snap Snapshot, gates *gateVerdict) (plan
 	if err != nil {
 		return in, nil, err
 	}
-	serving := map[string]bool{}
+	byName := map[string]*corev1.Node{}
 	for _, n := range snap.Nodes {
-		serving[n.Name] = v1alpha1.NotServing(n) == ""
+		byName[n.Name] = n
 	}
-	servesAgain := func(name string) bool { return serving[name] }
+	servesAgain := func(name string, uid types.UID) bool { return backAs(uid, byName[name]) }
 	if in.departed, err = departedOver(p, snap.Departed, servesAgain); err != nil {
 		return in, nil, err
 	}

@@ -63,7 +63,7 @@ func DepartureOf(n *corev1.Node, now time.Time) (d Departure, ok bool) {
 		return Departure{}, false
 	}
 	return Departure{Pool: a[v1alpha1.AnnotationGrantPool], DepartedNode: v1alpha1.DepartedNode{
-		Grant: grant, ControlPlane: isControlPlane(n), Zone: n.Labels[zoneLabel],
+		Grant: grant, UID: n.UID, ControlPlane: isControlPlane(n), Zone: n.Labels[zoneLabel],
 	}}.At(now), true
 }
 
@@ -78,7 +78,7 @@ func (d Departure) At(now time.Time) Departure {
 // delete): what DepartureOf reads off a deleted object that shows it.
 func grantDeparture(pool *v1alpha1.UpdatePool, v nodeView, grant string) Departure {
 	return Departure{Pool: pool.Name, DepartedNode: v1alpha1.DepartedNode{
-		Grant: grant, ControlPlane: v.controlPlane, Zone: v.zone,
+		Grant: grant, UID: v.uid, ControlPlane: v.controlPlane, Zone: v.zone,
 	}}
 }
 
@@ -106,14 +106,25 @@ func (d *departures) expected(node string, exp expectation, now time.Time) {
 	d.byNode[node] = exp.departs.At(now)
 }
 
-// returned forgets name once a Node of that name serves again.
+// returned forgets n's name once a Node of that name serves again: another
+// object than the one that departed (the index may still hold that one,
+// serving, while its watch is down).
 func (d *departures) returned(n *corev1.Node) {
 	if v1alpha1.NotServing(n) != "" {
 		return
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	delete(d.byNode, n.Name)
+	if dep, ok := d.byNode[n.Name]; ok && backAs(dep.UID, n) {
+		delete(d.byNode, n.Name)
+	}
+}
+
+// backAs reports whether n, a Node of a departed machine's name, is the
+// machine back: another object than the departed one (uid; any object when
+// uid is unknown), serving.
+func backAs(uid types.UID, n *corev1.Node) bool {
+	return n != nil && (uid == "" || n.UID != uid) && v1alpha1.NotServing(n) == ""
 }
 
 // all copies the remembered departures.
@@ -155,20 +166,20 @@ func (c *Controller) departedFor(pool *v1alpha1.UpdatePool, remembered map[strin
 
 // departedOver is departedFor with servesAgain given (Decide: over a
 // snapshot's nodes).
-func departedOver(pool *v1alpha1.UpdatePool, remembered map[string]departure, servesAgain func(string) bool) (poolDepartures, error) {
+func departedOver(pool *v1alpha1.UpdatePool, remembered map[string]departure, servesAgain func(string, types.UID) bool) (poolDepartures, error) {
 	persisted, err := departedOf(pool)
 	if err != nil {
 		return poolDepartures{}, err
 	}
 	pd := poolDepartures{counted: map[string]v1alpha1.DepartedNode{}, own: map[string]v1alpha1.DepartedNode{}}
 	for name, dn := range persisted {
-		if !servesAgain(name) {
+		if !servesAgain(name, dn.UID) {
 			pd.own[name] = dn
 		}
 	}
 	for name, dep := range remembered {
 		switch {
-		case servesAgain(name):
+		case servesAgain(name, dep.UID):
 		case dep.Pool == pool.Name:
 			pd.own[name] = dep.DepartedNode
 		case dep.Pool == "":
@@ -180,11 +191,10 @@ func departedOver(pool *v1alpha1.UpdatePool, remembered map[string]departure, se
 	return pd, nil
 }
 
-// servesAgain reports whether a Node named name is in the index and
-// serves: the departed machine is back.
-func (c *Controller) servesAgain(name string) bool {
-	n := c.index.node(name)
-	return n != nil && v1alpha1.NotServing(n) == ""
+// servesAgain reports whether the index holds a Node named name, other
+// than the departed object uid, that serves: the departed machine is back.
+func (c *Controller) servesAgain(name string, uid types.UID) bool {
+	return backAs(uid, c.index.node(name))
 }
 
 // departedControlPlane names a departed control-plane node, of any pool,
@@ -194,7 +204,7 @@ func (c *Controller) departedControlPlane(pools []*v1alpha1.UpdatePool, remember
 }
 
 // departedControlPlaneOver is departedControlPlane with servesAgain given.
-func departedControlPlaneOver(pools []*v1alpha1.UpdatePool, remembered map[string]departure, servesAgain func(string) bool) string {
+func departedControlPlaneOver(pools []*v1alpha1.UpdatePool, remembered map[string]departure, servesAgain func(string, types.UID) bool) string {
 	var names []string
 	for _, p := range pools {
 		pd, err := departedOver(p, remembered, servesAgain)
@@ -208,7 +218,7 @@ func departedControlPlaneOver(pools []*v1alpha1.UpdatePool, remembered map[strin
 		}
 	}
 	for name, dep := range remembered {
-		if dep.ControlPlane && !servesAgain(name) {
+		if dep.ControlPlane && !servesAgain(name, dep.UID) {
 			names = append(names, name)
 		}
 	}

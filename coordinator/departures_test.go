@@ -2,6 +2,8 @@ package coordinator_test
 
 import (
 	"context"
+	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -303,4 +305,146 @@ func nameOf(n *corev1.Node, ok bool) string {
 		return ""
 	}
 	return n.Name
+}
+
+// A grant the node cache never showed, its Node then deleted and registered
+// again while the watch is down: the expectation's check finds a Node of the
+// name with another UID, and the relist delivers the replacement as one
+// update from the cached copy, which shows no grant. The old object may have
+// taken the grant, so the machine departs under it at the check, and the
+// index's stale copy of the old object, serving, is not the machine back.
+// It was dropped as "changed without the grant" and counted nowhere.
+func TestGrantToANodeReplacedUnseenKeepsCounting(t *testing.T) {
+	t.Parallel()
+	const prefix = "replaced"
+	r := newRig(t, prefix, 3, 1)
+	cp, dyn, ctx, agents := r.cp, r.dyn, r.ctx, r.agents
+	createPool(t, dyn, prefix, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector: groupSelector(prefix), OSImage: "os:replaced1", MaxUnavailable: ptr.To(intstrInt(1)),
+	}})
+	unseen := &frozenGrants{frozen: map[string]*corev1.Node{}}
+	logs := &logLines{t: t}
+	runCoordinator(ctx, t, cp, dyn, prefix, func(o *coordinator.Config) {
+		o.ExpectationTimeout = time.Second
+		o.Log = slog.New(slog.NewTextHandler(logs, nil))
+		coordinator.SetNodeEventsHook(o, unseen.wrap)
+	})
+
+	g := agents.next(t, time.Minute)
+	unseen.freeze(g.node)
+	agents.mustReport(ctx, t, g, v1alpha1.StepRebooting)
+	gone := getNode(ctx, t, cp, g.node)
+	if err := cp.Client().CoreV1().Nodes().Delete(ctx, g.node, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete node %s: %v", g.node, err)
+	}
+	back := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: gone.Name, Labels: map[string]string{"kubernetes.io/hostname": gone.Name}}}
+	cluster.WaitFor(t, 30*time.Second, "node "+g.node+" registered again", func(ctx context.Context) (bool, error) {
+		_, err := cp.Client().CoreV1().Nodes().Create(ctx, back, metav1.CreateOptions{})
+		return err == nil, nil // the old object may still be going
+	})
+	cluster.WaitFor(t, 30*time.Second, "the expectation on "+g.node+" checked against the API", func(context.Context) (bool, error) {
+		return logs.has("grant expectation dropped"), nil
+	})
+	agents.noGrantFor(t, 3*time.Second, "while the watch is down and the machine of a Node replaced under an unseen grant reboots")
+	unseen.relist(ctx, t, cp, g.node)
+	agents.noGrantFor(t, 3*time.Second, "after the relist, while the machine of a Node replaced under an unseen grant reboots")
+	waitPoolAnnotation(t, dyn, prefix, v1alpha1.AnnotationDepartedNodes, `"grant":"`+g.grant+`"`, 30*time.Second)
+}
+
+// logLines keeps the coordinator's log lines and passes them to the test.
+type logLines struct {
+	t     *testing.T
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	l.lines = append(l.lines, string(p))
+	l.mu.Unlock()
+	l.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func (l *logLines) has(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.ContainsFunc(l.lines, func(line string) bool { return strings.Contains(line, s) })
+}
+
+// frozenGrants wraps the coordinator's node index handler: it withholds
+// every update that carries a grant (the cache never shows one), and every
+// event of a node once frozen, until relist delivers what the watch missed
+// as a relist does: one update from the copy last delivered to the Node
+// the API has now.
+type frozenGrants struct {
+	next cache.ResourceEventHandler
+
+	mu        sync.Mutex
+	delivered map[string]*corev1.Node
+	frozen    map[string]*corev1.Node // the copy last delivered, by frozen node
+}
+
+func (f *frozenGrants) wrap(next cache.ResourceEventHandler) cache.ResourceEventHandler {
+	f.next, f.delivered = next, map[string]*corev1.Node{}
+	return f
+}
+
+func (f *frozenGrants) freeze(node string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.frozen[node] = f.delivered[node]
+}
+
+func (f *frozenGrants) relist(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, node string) {
+	t.Helper()
+	cur := getNode(ctx, t, cp, node)
+	f.mu.Lock()
+	old := f.frozen[node]
+	delete(f.frozen, node)
+	f.mu.Unlock()
+	f.next.OnUpdate(old, cur)
+}
+
+// pass records obj as delivered and reports whether it is to be delivered.
+func (f *frozenGrants) pass(obj any) bool {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return true
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, frozen := f.frozen[n.Name]; frozen || n.Annotations[v1alpha1.AnnotationGrant] != "" {
+		return false
+	}
+	f.delivered[n.Name] = n
+	return true
+}
+
+func (f *frozenGrants) OnAdd(obj any, initial bool) {
+	if f.pass(obj) {
+		f.next.OnAdd(obj, initial)
+	}
+}
+
+func (f *frozenGrants) OnUpdate(oldObj, obj any) {
+	if f.pass(obj) {
+		f.next.OnUpdate(oldObj, obj)
+	}
+}
+
+func (f *frozenGrants) OnDelete(obj any) {
+	target := obj
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		target = tomb.Obj
+	}
+	if n, ok := target.(*corev1.Node); ok {
+		f.mu.Lock()
+		_, frozen := f.frozen[n.Name]
+		f.mu.Unlock()
+		if frozen {
+			return
+		}
+	}
+	f.next.OnDelete(obj)
 }

@@ -139,8 +139,8 @@ func (e *expectations) drop(node string, exp expectation, why string) {
 
 // observe drops node's expectation once the index shows the grant, or
 // shows the node at another version without it (the conditional write can
-// no longer land), or no longer holds the node (gone: departed). It reads
-// the index, which
+// no longer land), or no longer holds the node or holds another object of
+// its name (gone: departed). It reads the index, which
 // a pass reads, not the informer's store, which may be ahead of it (an
 // expectation dropped for what the index does not show yet would leave a
 // grant in neither).
@@ -150,7 +150,7 @@ func (e *expectations) observe(node string) {
 		return
 	}
 	n := e.indexed(node)
-	if n == nil {
+	if n == nil || replaced(n, exp) {
 		e.gone(node, exp)
 		return
 	}
@@ -200,6 +200,11 @@ func (e *expectations) check(ctx context.Context, node string, exp expectation, 
 		// Deleted; the index's delete records the departure.
 	case err != nil:
 		e.log.Warn("check grant expectation: keep counting the node", "node", node, "grant", exp.grant, "err", err)
+	case replaced(n, exp):
+		// Deleted and registered again: the old object may have taken
+		// the grant before it went.
+		e.gone(node, exp)
+		return
 	case n.Annotations[v1alpha1.AnnotationGrant] == exp.grant:
 		// Landed; the cache shows it soon.
 	case n.ResourceVersion != exp.rv:
@@ -235,4 +240,11 @@ func (e *expectations) expire(ctx context.Context, now time.Time) {
 	for _, d := range list {
 		e.check(ctx, d.node, d.exp, now, now.Sub(d.exp.sent) >= e.timeout)
 	}
+}
+
+// replaced reports whether n is another object than the Node exp's grant
+// was written to (departs.UID): that one was deleted and a Node of its name
+// registered again.
+func replaced(n *corev1.Node, exp expectation) bool {
+	return exp.departs.UID != "" && n.UID != exp.departs.UID
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 )
@@ -30,7 +31,8 @@ func isControlPlane(node *corev1.Node) bool {
 // from the Node object and the agent's liveness Lease.
 type nodeView struct {
 	name         string
-	rv           string // the Node's resourceVersion: writes are conditional on it
+	uid          types.UID // the Node object's: another after a delete and a re-registration
+	rv           string    // the Node's resourceVersion: writes are conditional on it
 	zone         string
 	controlPlane bool
 	created      time.Time
@@ -83,6 +85,7 @@ func viewNode(node *corev1.Node, leaseOK bool, target string) nodeView {
 	a := node.Annotations
 	v := nodeView{
 		name:         node.Name,
+		uid:          node.UID,
 		rv:           node.ResourceVersion,
 		zone:         node.Labels[zoneLabel],
 		controlPlane: isControlPlane(node),

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // The node protocol between the coordinator and the agents: annotations on
@@ -175,9 +176,13 @@ const (
 
 // DepartedNode is one entry of AnnotationDepartedNodes: the grant the node
 // held when its Node object was deleted, since when, and what the
-// coordinator's count needs of a node it can no longer read.
+// coordinator's count needs of a node it can no longer read. UID is the
+// deleted object's: the machine is back when a Node of its name with
+// another UID serves (empty in entries written before it was recorded:
+// then any Node of the name that serves).
 type DepartedNode struct {
 	Grant        string      `json:"grant"`
+	UID          types.UID   `json:"uid,omitempty"`
 	Since        metav1.Time `json:"since"`
 	ControlPlane bool        `json:"controlPlane,omitempty"`
 	Zone         string      `json:"zone,omitempty"`

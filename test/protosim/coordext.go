@@ -110,7 +110,8 @@ func (c *coordinatorModel) finalState(old *corev1.Node) *corev1.Node {
 // delivered forgets a departure once a Node of its name serves
 // (departures.returned).
 func (c *coordinatorModel) delivered(n *corev1.Node) {
-	if _, ok := c.ext.departed[n.Name]; ok && v1alpha1.NotServing(n) == "" {
+	// Another object than the departed one, serving (departures.returned).
+	if dep, ok := c.ext.departed[n.Name]; ok && (dep.UID == "" || dep.UID != n.UID) && v1alpha1.NotServing(n) == "" {
 		delete(c.ext.departed, n.Name)
 		c.w.logf("coordinator: %s serves again: its departure is over", n.Name)
 	}

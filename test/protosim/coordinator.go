@@ -103,11 +103,17 @@ func (c *coordinatorModel) settle() {
 			delete(c.pending, node)
 			continue
 		}
+		if n := c.cache[node]; c.ext != nil && n != nil && replacedSince(n, e) {
+			c.departExpected(node, e) // observe: the cache holds another object of the name
+			continue
+		}
 		if c.w.now.Sub(e.since) < expectationTimeout {
 			continue
 		}
 		n := c.w.nodes[node]
 		switch {
+		case c.ext != nil && n != nil && replacedSince(n, e):
+			c.departExpected(node, e) // check: the API has another object of the name
 		case n != nil && n.Annotations[v1alpha1.AnnotationGrant] == e.grant:
 		case n != nil || c.ext == nil:
 			delete(c.pending, node)
@@ -217,4 +223,10 @@ func (c *coordinatorModel) write(wr coordinator.Write) {
 		w.logf("coordinator: grant %s to %s", wr.Grant, wr.Node)
 	}
 	_ = w.patchAnnotations(wr.Node, wr.Set)
+}
+
+// replacedSince reports whether n is another object than the Node e's
+// grant was written to (expectations' replaced).
+func replacedSince(n *corev1.Node, e expectation) bool {
+	return e.departs.UID != "" && n.UID != e.departs.UID
 }

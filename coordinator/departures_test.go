@@ -219,16 +219,7 @@ func TestNodeReplacedWithinARelistKeepsCounting(t *testing.T) {
 	agents.mustReport(ctx, t, g, v1alpha1.StepRebooting)
 	gone := getNode(ctx, t, cp, g.node)
 	relist.hold(g.node)
-	if err := cp.Client().CoreV1().Nodes().Delete(ctx, g.node, metav1.DeleteOptions{}); err != nil {
-		t.Fatalf("delete node %s: %v", g.node, err)
-	}
-	// Registered again, not Ready (no kwok to report it) and without the
-	// pool's labels.
-	back := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: gone.Name, Labels: map[string]string{"kubernetes.io/hostname": gone.Name}}}
-	cluster.WaitFor(t, 30*time.Second, "node "+g.node+" registered again", func(ctx context.Context) (bool, error) {
-		_, err := cp.Client().CoreV1().Nodes().Create(ctx, back, metav1.CreateOptions{})
-		return err == nil, nil // the old object may still be going
-	})
+	replaceNode(ctx, t, cp, gone)
 	cluster.WaitFor(t, 30*time.Second, "the replacement of "+g.node+" delivered as one update", func(context.Context) (bool, error) {
 		return relist.delivered(g.node), nil
 	})
@@ -334,14 +325,7 @@ func TestGrantToANodeReplacedUnseenKeepsCounting(t *testing.T) {
 	unseen.freeze(g.node)
 	agents.mustReport(ctx, t, g, v1alpha1.StepRebooting)
 	gone := getNode(ctx, t, cp, g.node)
-	if err := cp.Client().CoreV1().Nodes().Delete(ctx, g.node, metav1.DeleteOptions{}); err != nil {
-		t.Fatalf("delete node %s: %v", g.node, err)
-	}
-	back := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: gone.Name, Labels: map[string]string{"kubernetes.io/hostname": gone.Name}}}
-	cluster.WaitFor(t, 30*time.Second, "node "+g.node+" registered again", func(ctx context.Context) (bool, error) {
-		_, err := cp.Client().CoreV1().Nodes().Create(ctx, back, metav1.CreateOptions{})
-		return err == nil, nil // the old object may still be going
-	})
+	replaceNode(ctx, t, cp, gone)
 	cluster.WaitFor(t, 30*time.Second, "the expectation on "+g.node+" checked against the API", func(context.Context) (bool, error) {
 		return logs.has("grant expectation dropped"), nil
 	})
@@ -447,4 +431,19 @@ func (f *frozenGrants) OnDelete(obj any) {
 		}
 	}
 	f.next.OnDelete(obj)
+}
+
+// replaceNode deletes gone's Node and registers one of its name again, as
+// a kubelet does after a machine's Node was deleted: not Ready (no kwok to
+// report it) and without the pool's labels (an operator's, not yet set).
+func replaceNode(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, gone *corev1.Node) {
+	t.Helper()
+	if err := cp.Client().CoreV1().Nodes().Delete(ctx, gone.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete node %s: %v", gone.Name, err)
+	}
+	back := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: gone.Name, Labels: map[string]string{"kubernetes.io/hostname": gone.Name}}}
+	cluster.WaitFor(t, 30*time.Second, "node "+gone.Name+" registered again", func(ctx context.Context) (bool, error) {
+		_, err := cp.Client().CoreV1().Nodes().Create(ctx, back, metav1.CreateOptions{})
+		return err == nil, nil // the old object may still be going
+	})
 }

@@ -157,11 +157,8 @@ func decidePass(p *v1alpha1.UpdatePool, snap Snapshot, gates *gateVerdict) (plan
 		byName[n.Name] = n
 	}
 	servesAgain := func(name string, uid types.UID) bool { return backAs(uid, byName[name]) }
-	if in.departed, err = departedOver(p, snap.Departed, servesAgain); err != nil {
+	if err := countDepartures(&in, p, snap.Pools, snap.Departed, servesAgain); err != nil {
 		return in, nil, err
-	}
-	if in.controlPlaneBusy == "" {
-		in.controlPlaneBusy = departedControlPlaneOver(snap.Pools, snap.Departed, servesAgain)
 	}
 	in.gates = gates
 	plan, err := planPool(in)

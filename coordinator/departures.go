@@ -38,12 +38,8 @@ import (
 // none.
 type departures struct {
 	mu     sync.Mutex
-	byNode map[string]departure
+	byNode map[string]Departure
 }
-
-// departure is one departed node and the pool whose grant it held ("" for
-// a grant written before grant-pool existed: every pool counts it).
-type departure = Departure
 
 // Departure is a node deleted while it held an unfinished grant, as the
 // coordinator remembers it: the pool whose grant it held ("" when
@@ -82,7 +78,7 @@ func grantDeparture(pool *v1alpha1.UpdatePool, v nodeView, grant string) Departu
 	}}
 }
 
-func newDepartures() *departures { return &departures{byNode: map[string]departure{}} }
+func newDepartures() *departures { return &departures{byNode: map[string]Departure{}} }
 
 // record remembers n if it held an unfinished grant when it was deleted.
 func (d *departures) record(n *corev1.Node, now time.Time) {
@@ -128,7 +124,7 @@ func backAs(uid types.UID, n *corev1.Node) bool {
 }
 
 // all copies the remembered departures.
-func (d *departures) all() map[string]departure {
+func (d *departures) all() map[string]Departure {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return maps.Clone(d.byNode)
@@ -157,16 +153,26 @@ type poolDepartures struct {
 	write   bool
 }
 
-// departedFor merges pool's persisted departures with the remembered ones,
-// less the nodes whose Node serves again (serving: a Node of that name in
-// the index that serves).
-func (c *Controller) departedFor(pool *v1alpha1.UpdatePool, remembered map[string]departure) (poolDepartures, error) {
-	return departedOver(pool, remembered, c.servesAgain)
+// countDepartures sets what in counts of departed nodes: pool's own and
+// those of unknown pool (departedFor) and, unless a control-plane node is
+// busy already, a departed control-plane node of any pool. servesAgain is
+// the controller's index (Controller.servesAgain) or a snapshot's nodes
+// (Decide).
+func countDepartures(in *planInput, pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool,
+	remembered map[string]Departure, servesAgain func(string, types.UID) bool) error {
+	var err error
+	if in.departed, err = departedFor(pool, remembered, servesAgain); err != nil {
+		return err
+	}
+	if in.controlPlaneBusy == "" {
+		in.controlPlaneBusy = departedControlPlane(pools, remembered, servesAgain)
+	}
+	return nil
 }
 
-// departedOver is departedFor with servesAgain given (Decide: over a
-// snapshot's nodes).
-func departedOver(pool *v1alpha1.UpdatePool, remembered map[string]departure, servesAgain func(string, types.UID) bool) (poolDepartures, error) {
+// departedFor merges pool's persisted departures with the remembered ones,
+// less the machines back (servesAgain).
+func departedFor(pool *v1alpha1.UpdatePool, remembered map[string]Departure, servesAgain func(string, types.UID) bool) (poolDepartures, error) {
 	persisted, err := departedOf(pool)
 	if err != nil {
 		return poolDepartures{}, err
@@ -197,30 +203,27 @@ func (c *Controller) servesAgain(name string, uid types.UID) bool {
 	return backAs(uid, c.index.node(name))
 }
 
-// departedControlPlane names a departed control-plane node, of any pool,
-// that has not served again ("" for none).
-func (c *Controller) departedControlPlane(pools []*v1alpha1.UpdatePool, remembered map[string]departure) string {
-	return departedControlPlaneOver(pools, remembered, c.servesAgain)
-}
-
-// departedControlPlaneOver is departedControlPlane with servesAgain given.
-func departedControlPlaneOver(pools []*v1alpha1.UpdatePool, remembered map[string]departure, servesAgain func(string, types.UID) bool) string {
+// departedControlPlane says why a departed control-plane node, of any
+// pool, persisted or remembered, that is not back keeps the cluster's one
+// control-plane slot ("" for none).
+func departedControlPlane(pools []*v1alpha1.UpdatePool, remembered map[string]Departure, servesAgain func(string, types.UID) bool) string {
 	var names []string
+	add := func(name string, dn v1alpha1.DepartedNode) {
+		if dn.ControlPlane && !servesAgain(name, dn.UID) {
+			names = append(names, name)
+		}
+	}
 	for _, p := range pools {
-		pd, err := departedOver(p, remembered, servesAgain)
+		persisted, err := departedOf(p)
 		if err != nil {
 			continue // reported by that pool's own pass
 		}
-		for name, dn := range pd.counted {
-			if dn.ControlPlane {
-				names = append(names, name)
-			}
+		for name, dn := range persisted {
+			add(name, dn)
 		}
 	}
 	for name, dep := range remembered {
-		if dep.ControlPlane && !servesAgain(name, dep.UID) {
-			names = append(names, name)
-		}
+		add(name, dep.DepartedNode)
 	}
 	if len(names) == 0 {
 		return ""

@@ -41,14 +41,8 @@ func (c *Controller) input(pool *v1alpha1.UpdatePool, pending map[string]bool, n
 		return in, silent, err
 	}
 	// After the index (departures: ordering).
-	remembered := c.departures.all()
-	if in.departed, err = c.departedFor(pool, remembered); err != nil {
-		return in, silent, err
-	}
-	if in.controlPlaneBusy == "" {
-		in.controlPlaneBusy = c.departedControlPlane(pools, remembered)
-	}
-	return in, silent, nil
+	err = countDepartures(&in, pool, pools, c.departures.all(), c.servesAgain)
+	return in, silent, err
 }
 
 // buildInput is input over given pools and nodes: the whole of what a plan

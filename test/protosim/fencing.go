@@ -38,22 +38,18 @@ func newFenceStream(seed uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(seed^0x6a09e667f3bcc908, seed+0xbb67ae8584caa73b))
 }
 
-// leaderTerm is the Lease's current term; nil outside the fenced mode.
-func (w *World) leaderTerm() *v1alpha1.LeaderTerm {
-	if w.fence == nil {
-		return nil
-	}
-	return &v1alpha1.LeaderTerm{Lease: "nodeward-system/" + coordinator.LeaderLeaseName, UID: "lease-1",
-		Transitions: w.term, Holder: fmt.Sprintf("replica-%d", w.term)}
-}
-
-// takeOver is a new leader's acquisition of the Lease: the next term.
+// takeOver is a new leader's acquisition of the Lease: the next term,
+// which it returns; nil outside the fenced mode.
 func (w *World) takeOver() *v1alpha1.LeaderTerm {
 	if w.fence == nil {
 		return nil
 	}
-	w.term++
-	return w.leaderTerm()
+	n := w.termCount + 1
+	w.termCount = n
+	term := v1alpha1.LeaderTerm{Lease: "nodeward-system/" + coordinator.LeaderLeaseName, UID: "lease-1",
+		Transitions: n, Holder: fmt.Sprintf("replica-%d", n)}
+	w.termValue = term.String()
+	return &term
 }
 
 // fenceFault pauses the leader right after it planned a pass, handing the
@@ -70,7 +66,7 @@ func (w *World) fenceFault() string {
 	c.held = nil
 	w.paused = &pausedLeader{coord: c, writes: held}
 	w.failover()
-	w.logf("FAULT leader paused (term %d) with %d planned writes; term %d leads", c.term.Transitions, len(held), w.term)
+	w.logf("FAULT leader paused (term %d) with %d planned writes; term %d leads", c.term.Transitions, len(held), w.termCount)
 	return "leader paused"
 }
 
@@ -104,7 +100,7 @@ func (a *agent) StaleTerm(_ context.Context, want update.Desired) (string, error
 	if a.w.apiFails() {
 		return "", errAPIDown
 	}
-	if now := a.w.leaderTerm(); now == nil || want.GrantTerm != now.String() {
+	if want.GrantTerm != a.w.termValue {
 		return fmt.Sprintf("grant %s of a deposed leader", want.Grant), nil
 	}
 	return "", nil
@@ -116,7 +112,7 @@ func (a *agent) StaleTerm(_ context.Context, want update.Desired) (string, error
 // agent did with such a grant (a step, a cordon) still counts.
 func (w *World) countable(n *corev1.Node) *corev1.Node {
 	term := n.Annotations[v1alpha1.AnnotationGrantTerm]
-	if w.fence == nil || term == "" || term == w.leaderTerm().String() ||
+	if w.fence == nil || term == "" || term == w.termValue ||
 		n.Annotations[v1alpha1.AnnotationStateGrant] == n.Annotations[v1alpha1.AnnotationGrant] {
 		return n
 	}

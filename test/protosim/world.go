@@ -66,15 +66,17 @@ type World struct {
 	// the extended mode existed and the corpus replays what it found.
 	ext *rand.Rand
 	// fence is the third stream, drawn only in fenced mode (fence !=
-	// nil): the leader pauses and resumes (fencing.go). term is the
-	// leader Lease's transitions, paused the leader stopped after a pass's
-	// plan, if any.
-	fence  *rand.Rand
-	term   int32
-	paused *pausedLeader
-	now    time.Time
-	rv     int
-	uids   int
+	// nil): the leader pauses and resumes (fencing.go). termCount is the
+	// leader Lease's transitions and termValue its current term as a grant
+	// carries it (the annotation's value), paused the leader stopped after
+	// a pass's plan, if any.
+	fence     *rand.Rand
+	termCount int32
+	termValue string
+	paused    *pausedLeader
+	now       time.Time
+	rv        int
+	uids      int
 
 	nodes map[string]*corev1.Node
 	names []string // creation order

@@ -156,7 +156,7 @@ func decidePass(p *v1alpha1.UpdatePool, snap Snapshot, gates *gateVerdict) (plan
 	for _, n := range snap.Nodes {
 		byName[n.Name] = n
 	}
-	servesAgain := func(name string, uid types.UID) bool { return backAs(uid, byName[name]) }
+	servesAgain := func(name string, uid types.UID) bool { return MachineBack(uid, byName[name]) }
 	if err := countDepartures(&in, p, snap.Pools, snap.Departed, servesAgain); err != nil {
 		return in, nil, err
 	}

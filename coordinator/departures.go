@@ -21,8 +21,8 @@ import (
 // an unfinished grant (a cloud controller or an admin deleting the Node of
 // a machine that reboots). The machine beneath may still be down under
 // that grant, so it counts as unavailable, in its pool and against the one
-// control-plane node, until a Node of its name registers again and
-// serves. Each pass writes its pool's departures to the pool
+// control-plane node, until a Node of its name registers again, serves and
+// its agent reports on it (MachineBack). Each pass writes its pool's departures to the pool
 // (AnnotationDepartedNodes), so that a restart or a new leader keeps
 // counting them; this memory covers the time until that write.
 //
@@ -102,25 +102,29 @@ func (d *departures) expected(node string, exp expectation, now time.Time) {
 	d.byNode[node] = exp.departs.At(now)
 }
 
-// returned forgets n's name once a Node of that name serves again: another
-// object than the one that departed (the index may still hold that one,
-// serving, while its watch is down).
+// returned forgets n's name once a Node of that name is the machine back
+// (MachineBack).
 func (d *departures) returned(n *corev1.Node) {
-	if v1alpha1.NotServing(n) != "" {
-		return
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if dep, ok := d.byNode[n.Name]; ok && backAs(dep.UID, n) {
+	if dep, ok := d.byNode[n.Name]; ok && MachineBack(dep.UID, n) {
 		delete(d.byNode, n.Name)
 	}
 }
 
-// backAs reports whether n, a Node of a departed machine's name, is the
-// machine back: another object than the departed one (uid; any object when
-// uid is unknown), serving.
-func backAs(uid types.UID, n *corev1.Node) bool {
-	return n != nil && (uid == "" || n.UID != uid) && v1alpha1.NotServing(n) == ""
+// MachineBack reports whether n, a Node of a departed machine's name, is
+// the machine back: another object than the departed one (uid; any object when
+// uid is unknown), serving, on which the machine's agent has reported its
+// update state. A kubelet registers the new Node and turns it Ready before
+// the agent starts on it: until the agent reports, the Node does not say
+// whether the machine is still mid-update under the departed grant (it
+// reports Verifying, WaitingHealthy..., which count it unavailable) or
+// done with it (chaos run seed 808547352: the Node registered Ready, the
+// next control-plane node was granted, and the agent then reported
+// Rebooting). Every agent reports on a Node of a new UID before it acts.
+func MachineBack(uid types.UID, n *corev1.Node) bool {
+	return n != nil && (uid == "" || n.UID != uid) && v1alpha1.NotServing(n) == "" &&
+		n.Annotations[v1alpha1.AnnotationState] != ""
 }
 
 // all copies the remembered departures.
@@ -200,7 +204,7 @@ func departedFor(pool *v1alpha1.UpdatePool, remembered map[string]Departure, ser
 // servesAgain reports whether the index holds a Node named name, other
 // than the departed object uid, that serves: the departed machine is back.
 func (c *Controller) servesAgain(name string, uid types.UID) bool {
-	return backAs(uid, c.index.node(name))
+	return MachineBack(uid, c.index.node(name))
 }
 
 // departedControlPlane says why a departed control-plane node, of any
@@ -233,7 +237,7 @@ func departedControlPlane(pools []*v1alpha1.UpdatePool, remembered map[string]De
 }
 
 // departedWhy is how a departed node counts.
-const departedWhy = "Node object deleted mid-update; counted until it registers again and serves"
+const departedWhy = "Node object deleted mid-update; counted until it registers again, serves and its agent reports"
 
 // persistDepartures writes the pool's own departures to its annotation.
 func (c *Controller) persistDepartures(ctx context.Context, pool *v1alpha1.UpdatePool, own map[string]v1alpha1.DepartedNode) error {

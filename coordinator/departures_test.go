@@ -24,8 +24,8 @@ import (
 // deleted while its machine reboots (a cloud controller, an admin) does not
 // free its slot. With maxUnavailable 1 no other node is granted, across a
 // coordinator restart too (the pool records it), until a Node of its name
-// registers again and serves; then the rollout goes on and the record is
-// gone.
+// registers again, serves and its agent reports the update finished; then
+// the rollout goes on and the record is gone.
 func TestNodeDeletedMidUpdateKeepsCounting(t *testing.T) {
 	t.Parallel()
 	const prefix = "departed"
@@ -52,13 +52,16 @@ func TestNodeDeletedMidUpdateKeepsCounting(t *testing.T) {
 	runCoordinator(ctx, t, cp, dyn, prefix)
 	agents.noGrantFor(t, 3*time.Second, "by a restarted coordinator while the deleted node's machine reboots")
 
-	// The machine is back: its kubelet registers the Node again.
-	back := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: gone.Name, Labels: gone.Labels,
-		Annotations: map[string]string{cluster.KwokAnnotation: "fake"}}, Status: corev1.NodeStatus{
-		Capacity: gone.Status.Capacity, Allocatable: gone.Status.Allocatable}}
-	if _, err := cp.Client().CoreV1().Nodes().Create(ctx, back, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("register node %s again: %v", g.node, err)
-	}
+	// The machine is back: its kubelet registers the Node again, Ready
+	// before the machine's agent starts on it. Until the agent reports, the
+	// Node does not say whether the machine is done with the grant (chaos
+	// seed 808547352 granted the next control-plane node here).
+	registerAgain(ctx, t, cp, gone)
+	agents.noGrantFor(t, 3*time.Second, "while the registered Node carries no report of the machine's agent")
+	// The agent reports where it stands: still mid-update, which counts.
+	agents.mustReport(ctx, t, g, v1alpha1.StepVerifying)
+	agents.noGrantFor(t, 3*time.Second, "while the machine's agent reports Verifying on the registered Node")
+	agents.mustReport(ctx, t, g, v1alpha1.StepDone)
 	next := agents.next(t, time.Minute)
 	if next.grant == g.grant {
 		t.Fatalf("the departed grant %s came back", g.grant)
@@ -89,7 +92,7 @@ func waitPoolAnnotation(t *testing.T, dyn dynamic.Interface, pool, key, want str
 // cached copy, without the grant, still counts: the machine may have taken
 // the grant and be rebooting. With maxUnavailable 1 no other node is
 // granted, and the pool records the departure under that grant, until a
-// Node of its name registers again and serves.
+// Node of its name registers again, serves and its agent reports.
 func TestNodeDeletedUnderAnUnseenGrantKeepsCounting(t *testing.T) {
 	t.Parallel()
 	const prefix = "unseen"
@@ -114,13 +117,9 @@ func TestNodeDeletedUnderAnUnseenGrantKeepsCounting(t *testing.T) {
 	waitPoolAnnotation(t, dyn, prefix, v1alpha1.AnnotationDepartedNodes, `"grant":"`+g.grant+`"`, 30*time.Second)
 	waitPoolAnnotation(t, dyn, prefix, v1alpha1.AnnotationDepartedNodes, `"`+g.node+`"`, time.Second)
 
-	// The machine is back: its kubelet registers the Node again.
-	back := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: gone.Name, Labels: gone.Labels,
-		Annotations: map[string]string{cluster.KwokAnnotation: "fake"}}, Status: corev1.NodeStatus{
-		Capacity: gone.Status.Capacity, Allocatable: gone.Status.Allocatable}}
-	if _, err := cp.Client().CoreV1().Nodes().Create(ctx, back, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("register node %s again: %v", g.node, err)
-	}
+	// The machine is back and its agent reports its update finished.
+	registerAgain(ctx, t, cp, gone)
+	agents.mustReport(ctx, t, g, v1alpha1.StepDone)
 	if next := agents.next(t, time.Minute); next.grant == g.grant {
 		t.Fatalf("the departed grant %s came back", g.grant)
 	}
@@ -446,4 +445,17 @@ func replaceNode(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, go
 		_, err := cp.Client().CoreV1().Nodes().Create(ctx, back, metav1.CreateOptions{})
 		return err == nil, nil // the old object may still be going
 	})
+}
+
+// registerAgain creates gone's Node again as its machine's kubelet does
+// when the machine boots: its name, labels and capacity, Ready (kwok),
+// none of the annotations anyone wrote (nodeward's report included).
+func registerAgain(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, gone *corev1.Node) {
+	t.Helper()
+	back := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: gone.Name, Labels: gone.Labels,
+		Annotations: map[string]string{cluster.KwokAnnotation: "fake"}}, Status: corev1.NodeStatus{
+		Capacity: gone.Status.Capacity, Allocatable: gone.Status.Allocatable}}
+	if _, err := cp.Client().CoreV1().Nodes().Create(ctx, back, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("register node %s again: %v", gone.Name, err)
+	}
 }

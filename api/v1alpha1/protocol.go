@@ -69,8 +69,9 @@ const (
 	// DepartedNode by node name: nodes whose Node object was deleted while
 	// they held an unfinished grant of the pool. Each counts as
 	// unavailable (in the pool, and against the one control-plane node)
-	// until a Node of its name registers again and serves; an operator
-	// whose machine is gone for good removes its entry (coordinator).
+	// until a Node of its name registers again, serves and carries its
+	// agent's report (the update state); an operator whose machine is gone
+	// for good removes its entry (coordinator).
 	AnnotationDepartedNodes = protocolPrefix + "departed-nodes"
 	// AnnotationSoakUntil is when a node that reported Done gives its slot
 	// back (RFC 3339): the pool's soak, or a canary's bake, written once

@@ -54,10 +54,13 @@ func (w *Watcher) depart(name string, last *corev1.Node) {
 }
 
 // returned forgets the departure of cur's name once cur serves (Ready, no
-// DiskPressure, NetworkUnavailable or nodeward health condition True).
+// DiskPressure, NetworkUnavailable or nodeward health condition True) and
+// carries its agent's report: a kubelet turns the new Node Ready before the
+// machine's agent says whether it is still mid-update under the departed
+// grant.
 func (w *Watcher) returned(cur *corev1.Node) {
 	d := w.departed[cur.Name]
-	if d == nil || oracle.Read(cur)&(oracle.NotReady|oracle.Unhealthy) != 0 {
+	if d == nil || oracle.Read(cur)&(oracle.NotReady|oracle.Unhealthy) != 0 || cur.Annotations[keyState] == "" {
 		return
 	}
 	delete(w.departed, cur.Name)

@@ -116,6 +116,27 @@ func TestWatcherDepartedNodeCounts(t *testing.T) {
 	}
 }
 
+// A Node registered again and Ready before the machine's agent reported on
+// it is not the machine back: the agent may yet report a step mid-update
+// (chaos seed 808547352).
+func TestWatcherDepartureOutlivesAnUnreportedReadyNode(t *testing.T) {
+	h := newWatcherHarness(t)
+	h.pool("a", inA, 1, false)
+	for _, n := range []string{"n1", "n2", "n3"} {
+		h.node(n, maps.Clone(inA))
+	}
+	h.grant("n1", "g1", "a")
+	h.step("n1", "Verifying", "g1")
+	h.remove("n1")
+	h.register("n1", maps.Clone(inA), true)
+	h.grant("n2", "g2", "a")
+	h.expect(VMaxUnavailable)
+	h.release("n2")
+	h.step("n1", "Done", "g1")
+	h.grant("n3", "g3", "a")
+	h.expect(VMaxUnavailable)
+}
+
 // A deletion and a registration seen only as a new UID (a watch gap
 // hid the deletion) count the same; so does a control-plane node against
 // the cluster-wide cap.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -91,6 +92,37 @@ func newPool(t *testing.T, prefix string, opts poolOptions) *pool {
 		factory.Shutdown()
 	})
 	return p
+}
+
+// reportOnFailure logs, if the test fails, every node's update annotations
+// and cordon and the tail of what log holds (the coordinator's log): a
+// rollout that stalls under load says where each node stood.
+func (p *pool) reportOnFailure(log fmt.Stringer) {
+	p.t.Cleanup(func() {
+		if !p.t.Failed() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, name := range p.names {
+			n, err := p.node(ctx, name)
+			if err != nil {
+				p.t.Logf("%s: %v", name, err)
+				continue
+			}
+			update := map[string]string{}
+			for k, v := range n.Annotations {
+				if strings.HasPrefix(k, "update.nodeward.io/") {
+					update[k] = v
+				}
+			}
+			p.t.Logf("%s: unschedulable %v, steps %v, annotations %v", name, n.Spec.Unschedulable, p.steps(name), update)
+		}
+		if log != nil {
+			lines := strings.Split(log.String(), "\n")
+			p.t.Logf("coordinator log, last %d lines:\n%s", min(len(lines), 200), strings.Join(lines[max(0, len(lines)-200):], "\n"))
+		}
+	})
 }
 
 func (p *pool) startAgents() {

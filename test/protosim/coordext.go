@@ -107,13 +107,12 @@ func (c *coordinatorModel) finalState(old *corev1.Node) *corev1.Node {
 	return old
 }
 
-// delivered forgets a departure once a Node of its name serves
-// (departures.returned).
+// delivered forgets a departure once a Node of its name is the machine
+// back (departures.returned).
 func (c *coordinatorModel) delivered(n *corev1.Node) {
-	// Another object than the departed one, serving (departures.returned).
-	if dep, ok := c.ext.departed[n.Name]; ok && (dep.UID == "" || dep.UID != n.UID) && v1alpha1.NotServing(n) == "" {
+	if dep, ok := c.ext.departed[n.Name]; ok && coordinator.MachineBack(dep.UID, n) {
 		delete(c.ext.departed, n.Name)
-		c.w.logf("coordinator: %s serves again: its departure is over", n.Name)
+		c.w.logf("coordinator: %s is back: its departure is over", n.Name)
 	}
 }
 

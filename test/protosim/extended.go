@@ -235,13 +235,14 @@ func (w *World) registerAfterBoot(name string) {
 	w.logf("%s: kubelet registers a new Node", name)
 }
 
-// machinesBack forgets the departed machines whose Node serves again.
+// machinesBack forgets the departed machines whose Node serves again and
+// carries the agent's report (until the agent reports, the machine may be
+// mid-update under the departed grant).
 func (w *World) machinesBack() {
 	for name := range w.x.departed {
-		if n := w.nodes[name]; n != nil && v1alpha1.NotServing(n) == "" {
+		if n := w.nodes[name]; n != nil && v1alpha1.NotServing(n) == "" && n.Annotations[v1alpha1.AnnotationState] != "" {
 			delete(w.x.departed, name)
 			delete(w.x.failedOver, name)
-			delete(w.x.unpersistedAtFailover, name)
 			delete(w.x.unpersistedAtFailover, name)
 		}
 	}

@@ -38,6 +38,11 @@ func newFenceStream(seed uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(seed^0x6a09e667f3bcc908, seed+0xbb67ae8584caa73b))
 }
 
+// newKubeletStream is the fenced mode's fourth stream (World.kubelet).
+func newKubeletStream(seed uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(seed^0x3c6ef372fe94f82b, seed+0xa54ff53a5f1d36f1))
+}
+
 // takeOver is a new leader's acquisition of the Lease: the next term,
 // which it returns; nil outside the fenced mode.
 func (w *World) takeOver() *v1alpha1.LeaderTerm {

@@ -107,6 +107,7 @@ func Run(seed uint64, sc Scenario) *Result {
 	w := newWorld(seed, sc.Extended)
 	if sc.Fenced {
 		w.fence = newFenceStream(seed)
+		w.kubelet = newKubeletStream(seed)
 	}
 	w.strictDepartures = sc.StrictDepartures
 	w.setup(sc)
@@ -202,6 +203,10 @@ func (w *World) agentTurn(name string) {
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 		w.bump(n)
 		delete(w.registering, name)
+		if w.kubelet != nil && w.kubelet.IntN(2) == 0 {
+			w.logf("%s: kubelet reports Ready before the agent reports on the new Node", name)
+			return
+		}
 	}
 	before := a.machine.State().Step
 	if _, err := a.machine.Advance(context.Background()); err != nil {

@@ -70,7 +70,12 @@ type World struct {
 	// leader Lease's transitions and termValue its current term as a grant
 	// carries it (the annotation's value), paused the leader stopped after
 	// a pass's plan, if any.
-	fence     *rand.Rand
+	fence *rand.Rand
+	// kubelet is the fourth stream, drawn only in fenced mode: whether a
+	// registered Node's kubelet reports Ready a turn before the machine's
+	// agent reports on it (agentTurn), as a kubelet does before the
+	// DaemonSet's pod starts.
+	kubelet   *rand.Rand
 	termCount int32
 	termValue string
 	paused    *pausedLeader

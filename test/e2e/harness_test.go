@@ -116,13 +116,31 @@ func (p *pool) reportOnFailure(log fmt.Stringer) {
 					update[k] = v
 				}
 			}
-			p.t.Logf("%s: unschedulable %v, steps %v, annotations %v", name, n.Spec.Unschedulable, p.steps(name), update)
+			p.t.Logf("%s: unschedulable %v, steps %v, annotations %v, pods %v", name, n.Spec.Unschedulable, p.steps(name), update, p.podsOn(ctx, name))
 		}
 		if log != nil {
 			lines := strings.Split(log.String(), "\n")
 			p.t.Logf("coordinator log, last %d lines:\n%s", min(len(lines), 200), strings.Join(lines[max(0, len(lines)-200):], "\n"))
 		}
 	})
+}
+
+// podsOn lists the pods bound to node, each with its phase and, when it is
+// being deleted, since when: a drain that does not end says which pod.
+func (p *pool) podsOn(ctx context.Context, node string) []string {
+	pods, err := p.cp.Client().CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var out []string
+	for _, pod := range pods.Items {
+		s := pod.Namespace + "/" + pod.Name + " " + string(pod.Status.Phase)
+		if pod.DeletionTimestamp != nil {
+			s += " deleting since " + pod.DeletionTimestamp.Format(time.TimeOnly)
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 func (p *pool) startAgents() {

@@ -116,7 +116,8 @@ func (p *pool) reportOnFailure(log fmt.Stringer) {
 					update[k] = v
 				}
 			}
-			p.t.Logf("%s: unschedulable %v, steps %v, annotations %v, pods %v", name, n.Spec.Unschedulable, p.steps(name), update, p.podsOn(ctx, name))
+			p.t.Logf("%s: unschedulable %v, steps %v, annotations %v, pods %v; %s", name, n.Spec.Unschedulable, p.steps(name), update,
+				p.podsOn(ctx, name), p.nodes[name].Status())
 		}
 		if log != nil {
 			lines := strings.Split(log.String(), "\n")

@@ -108,6 +108,15 @@ func (n *SimNode) Starts() int {
 	return n.starts
 }
 
+// Status says whether the agent runs, how often it started and what its
+// last run returned: a test that stalls reports it.
+func (n *SimNode) Status() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return fmt.Sprintf("agent running %v, %d starts, last error %v, reboot pending %v",
+		n.running, n.starts, n.err, n.machine().RebootPending())
+}
+
 // RunReboots serves reboot requests until ctx ends: kill the agent, wait
 // RebootDelay, boot the host, start the agent again.
 func (n *SimNode) RunReboots(ctx context.Context) {
@@ -127,8 +136,13 @@ func (n *SimNode) RunReboots(ctx context.Context) {
 		case <-time.After(n.RebootDelay):
 		}
 		n.machine().Boot()
-		if err := n.Start(); err != nil && n.Log != nil {
-			n.Log.Error("restart agent after boot", "node", n.Name, "err", err)
+		if err := n.Start(); err != nil {
+			n.mu.Lock()
+			n.err = fmt.Errorf("restart agent after boot: %w", err)
+			n.mu.Unlock()
+			if n.Log != nil {
+				n.Log.Error("restart agent after boot", "node", n.Name, "err", err)
+			}
 		}
 	}
 }

@@ -17,7 +17,7 @@ import (
 // changed. A node whose write fails does not stop the others: its error
 // is logged, reported as an Event on the pool, the node backs off, and the
 // errors are returned together so the pool is requeued with backoff.
-func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan *poolPlan, in planInput) error {
+func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan *poolPlan, in planInput, names map[string]string) error {
 	views := planned(plan, in.nodes)
 	var errs []error
 	result := func(node, what string, err error) {
@@ -44,7 +44,7 @@ func (c *Controller) apply(ctx context.Context, pool *v1alpha1.UpdatePool, plan 
 	// here still counted as unavailable in the plan (releasingWhy), so no
 	// grant of this pass rests on its release.
 	for _, n := range plan.grant {
-		result(n, "grant", c.grant(ctx, pool, plan, views[n], in.now))
+		result(n, "grant", c.grant(ctx, pool, plan, views[n], names[n], in.now))
 	}
 	c.applySoaks(ctx, plan, views, result)
 	yielded := map[string]bool{}

@@ -253,7 +253,7 @@ func onlyStale(err error) bool {
 		}
 		return true
 	}
-	return errors.Is(err, errStale)
+	return errors.Is(err, errStale) || errors.Is(err, errPoolChanged)
 }
 
 func (c *Controller) reconcile(ctx context.Context, key string) error {
@@ -272,7 +272,11 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	if writesSlots(plan) {
+	names, set, err := c.passBookkeeping(pool, in, plan, now)
+	if err != nil {
+		return err
+	}
+	if writesSlots(plan) || set != nil {
 		fresh, changed, err := c.confirmPool(ctx, pool)
 		if err != nil || fresh == nil {
 			return err
@@ -282,13 +286,17 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 			if in, silent, plan, err = c.plan(ctx, pool, now); err != nil {
 				return err
 			}
+			if names, set, err = c.passBookkeeping(pool, in, plan, now); err != nil {
+				return err
+			}
 		}
-	}
-	if in.departed.write {
-		// Before any grant: a restart or a new leader must go on counting
-		// a node deleted mid-update.
-		if err := c.persistDepartures(ctx, pool, in.departed.own); err != nil {
-			return err
+		if set != nil {
+			// Before any grant: a restart or a new leader must go on
+			// counting a node deleted mid-update, and find this pass's
+			// grants recorded.
+			if err := c.writeBookkeeping(ctx, pool, fresh.ResourceVersion, set); err != nil {
+				return err
+			}
 		}
 	}
 	if plan.gateHalt != "" {
@@ -298,7 +306,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	}
 	c.syncSilences(ctx, pool, plan, now)
 	errs := c.markSilent(ctx, silent, now)
-	errs = append(errs, c.apply(ctx, pool, plan, in))
+	errs = append(errs, c.apply(ctx, pool, plan, in, names))
 	c.opts.Metrics.observe(pool.Name, plan)
 	if pool.Spec.Gates == nil {
 		c.opts.Metrics.gatesPassing.DeleteLabelValues(pool.Name) // gates removed from the spec

@@ -55,7 +55,9 @@ type Snapshot struct {
 // Write is one annotation patch the plan calls for (a merge patch: nil
 // removes a key): on a node, to be made only while the node is still at
 // ResourceVersion, as the controller makes it; or, when Pool is set, on
-// that pool, unconditionally (the departed nodes, a halt).
+// that pool: its bookkeeping (departed nodes, grant records) only while
+// the pool is still at ResourceVersion, a halt unconditionally
+// (ResourceVersion "").
 type Write struct {
 	Node, ResourceVersion string
 	// Pool names the pool a pool write patches; "" for a node write.
@@ -76,10 +78,11 @@ type Write struct {
 // the gates when the plan needs their verdict (snap.Gates) and plans again
 // with it; reads the pool afresh before a plan that writes slots
 // (snap.FreshPool) and plans again if it changed (nothing at all when it is
-// gone); then returns the pool's departed nodes to persist, if they
-// changed, and either the halt a gate failing during a soak calls for —
-// and nothing else in that pass — or the node writes (targets, grants,
-// soak starts, releases, then the drain policy of the nodes in flight).
+// gone); then returns the pool's bookkeeping (its departed nodes and the
+// records of the grants it is about to write) if it changed, and either
+// the halt a gate failing during a soak calls for — and nothing else in
+// that pass — or the node writes (targets, grants, soak starts, releases,
+// then the drain policy of the nodes in flight).
 // grantName names each new grant of pool on node, never avoid (the grant
 // the node's agent last reported on), as the controller's GrantName does.
 func Decide(pool string, snap Snapshot, grantName GrantNamer) ([]Write, error) {
@@ -96,7 +99,13 @@ func Decide(pool string, snap Snapshot, grantName GrantNamer) ([]Write, error) {
 	if err != nil {
 		return nil, err
 	}
-	if writesSlots(plan) && snap.FreshPool != nil {
+	lookup := snapshotLookup(snap)
+	names, set, err := decideBookkeeping(p, in, plan, lookup, grantName)
+	if err != nil {
+		return nil, err
+	}
+	rv := p.ResourceVersion
+	if (writesSlots(plan) || set != nil) && snap.FreshPool != nil {
 		fresh, err := snap.FreshPool(pool)
 		if err != nil || fresh == nil {
 			return nil, err
@@ -106,21 +115,48 @@ func Decide(pool string, snap Snapshot, grantName GrantNamer) ([]Write, error) {
 			if in, plan, err = decidePlan(p, snap); err != nil {
 				return nil, err
 			}
+			if names, set, err = decideBookkeeping(p, in, plan, lookup, grantName); err != nil {
+				return nil, err
+			}
 		}
+		rv = fresh.ResourceVersion
 	}
 	var out []Write
-	if in.departed.write {
-		value, err := departedValue(p, in.departed.own)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, Write{Pool: p.Name, Set: map[string]*string{v1alpha1.AnnotationDepartedNodes: value}})
+	if set != nil {
+		out = append(out, Write{Pool: p.Name, ResourceVersion: rv, Set: set})
 	}
 	if plan.gateHalt != "" {
 		halt := HaltedByGate(p, plan.gateHalt)
 		return append(out, Write{Pool: p.Name, Set: map[string]*string{v1alpha1.AnnotationHalted: &halt}}), nil
 	}
-	return append(out, nodeWrites(p, in, plan, grantName, snap.LeaderTerm)...), nil
+	return append(out, nodeWrites(p, in, plan, names, snap.LeaderTerm)...), nil
+}
+
+// decideBookkeeping is Controller.passBookkeeping over a snapshot.
+func decideBookkeeping(p *v1alpha1.UpdatePool, in planInput, plan *poolPlan, lookup func(string) *corev1.Node,
+	grantName GrantNamer) (map[string]string, map[string]*string, error) {
+	views := planned(plan, in.nodes)
+	names := make(map[string]string, len(plan.grant))
+	granted := make(map[string]v1alpha1.DepartedNode, len(plan.grant))
+	for _, n := range plan.grant {
+		names[n] = grantName(p, n, views[n].stateGrnt)
+		granted[n] = grantRecord(views[n], names[n], in.now)
+	}
+	records, err := nextGrantRecords(p, granted, in.departed.own, in.pending, lookup)
+	if err != nil {
+		return nil, nil, err
+	}
+	set, err := bookkeeping(p, in, records)
+	return names, set, err
+}
+
+// snapshotLookup finds a Node of snap by name (nil: none).
+func snapshotLookup(snap Snapshot) func(string) *corev1.Node {
+	byName := make(map[string]*corev1.Node, len(snap.Nodes))
+	for _, n := range snap.Nodes {
+		byName[n.Name] = n
+	}
+	return func(name string) *corev1.Node { return byName[name] }
 }
 
 // GrantNamer names a new grant of pool on node; it must not return avoid,
@@ -152,12 +188,10 @@ func decidePass(p *v1alpha1.UpdatePool, snap Snapshot, gates *gateVerdict) (plan
 	if err != nil {
 		return in, nil, err
 	}
-	byName := map[string]*corev1.Node{}
-	for _, n := range snap.Nodes {
-		byName[n.Name] = n
-	}
-	servesAgain := func(name string, uid types.UID) bool { return MachineBack(uid, byName[name]) }
-	if err := countDepartures(&in, p, snap.Pools, snap.Departed, servesAgain); err != nil {
+	lookup := snapshotLookup(snap)
+	servesAgain := func(name string, uid types.UID) bool { return MachineBack(uid, lookup(name)) }
+	remembered := withRecorded(snap.Departed, recordedDepartures(snap.Pools, lookup))
+	if err := countDepartures(&in, p, snap.Pools, remembered, servesAgain); err != nil {
 		return in, nil, err
 	}
 	in.gates = gates
@@ -169,14 +203,14 @@ func decidePass(p *v1alpha1.UpdatePool, snap Snapshot, gates *gateVerdict) (plan
 }
 
 // nodeWrites are the node writes of Controller.apply, in its order.
-func nodeWrites(p *v1alpha1.UpdatePool, in planInput, plan *poolPlan, grantName GrantNamer, term *v1alpha1.LeaderTerm) []Write {
+func nodeWrites(p *v1alpha1.UpdatePool, in planInput, plan *poolPlan, names map[string]string, term *v1alpha1.LeaderTerm) []Write {
 	views := planned(plan, in.nodes)
 	var out []Write
 	for _, n := range plan.setTarget {
 		out = append(out, Write{Node: n, ResourceVersion: views[n].rv, Set: coordinatorKeys(p, plan.target)})
 	}
 	for _, n := range plan.grant {
-		g := grantName(p, n, views[n].stateGrnt)
+		g := names[n]
 		out = append(out, Write{Node: n, ResourceVersion: views[n].rv, Grant: g, Departs: grantDeparture(p, views[n], g),
 			Set: grantAnnotations(p, plan.target, g, plan.releaseAtDone, term)})
 	}

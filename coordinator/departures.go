@@ -1,11 +1,9 @@
 package coordinator
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -238,28 +236,6 @@ func departedControlPlane(pools []*v1alpha1.UpdatePool, remembered map[string]De
 
 // departedWhy is how a departed node counts.
 const departedWhy = "Node object deleted mid-update; counted until it registers again, serves and its agent reports"
-
-// persistDepartures writes the pool's own departures to its annotation.
-func (c *Controller) persistDepartures(ctx context.Context, pool *v1alpha1.UpdatePool, own map[string]v1alpha1.DepartedNode) error {
-	value, err := departedValue(pool, own)
-	if err != nil {
-		return err
-	}
-	var v any // null removes the annotation
-	if value != nil {
-		v = *value
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"annotations": map[string]any{v1alpha1.AnnotationDepartedNodes: v},
-	}})
-	if err != nil {
-		return fmt.Errorf("encode departed nodes of pool %s: %w", pool.Name, err)
-	}
-	if _, err := c.opts.Dynamic.Resource(v1alpha1.UpdatePoolResource()).Patch(ctx, pool.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("record departed nodes %v on pool %s: %w", slices.Sorted(maps.Keys(own)), pool.Name, err)
-	}
-	return nil
-}
 
 // departedValue is the AnnotationDepartedNodes value that records own,
 // nil (the annotation removed) when own is empty.

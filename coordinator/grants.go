@@ -38,12 +38,11 @@ func coordinatorKeys(pool *v1alpha1.UpdatePool, target string) map[string]*strin
 	}
 }
 
-// grant writes a new grant to v, with the target it is for, the pool that
+// grant writes grant, new, recorded on the pool (passBookkeeping), to v, with the target it is for, the pool that
 // issues it and the pool's lifecycle hooks, conditional on the node being
 // as planned. The expectation is recorded first; if the write fails, the
 // API decides whether it is kept (settle).
-func (c *Controller) grant(ctx context.Context, pool *v1alpha1.UpdatePool, plan *poolPlan, v nodeView, now time.Time) error {
-	grant := c.grantNames.next(pool, now, v.stateGrnt)
+func (c *Controller) grant(ctx context.Context, pool *v1alpha1.UpdatePool, plan *poolPlan, v nodeView, grant string, now time.Time) error {
 	set := grantAnnotations(pool, plan.target, grant, plan.releaseAtDone, c.opts.LeaderTerm)
 	c.expectations.expect(v.name, expectation{grant: grant, rv: v.rv, departs: grantDeparture(pool, v, grant)}, now)
 	if err := patchNode(ctx, c.opts.Client, v.name, v.rv, set); err != nil {

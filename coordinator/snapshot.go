@@ -41,7 +41,8 @@ func (c *Controller) input(pool *v1alpha1.UpdatePool, pending map[string]bool, n
 		return in, silent, err
 	}
 	// After the index (departures: ordering).
-	err = countDepartures(&in, pool, pools, c.departures.all(), c.servesAgain)
+	remembered := withRecorded(c.departures.all(), recordedDepartures(pools, c.index.node))
+	err = countDepartures(&in, pool, pools, remembered, c.servesAgain)
 	return in, silent, err
 }
 

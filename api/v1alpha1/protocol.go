@@ -73,6 +73,14 @@ const (
 	// agent's report (the update state); an operator whose machine is gone
 	// for good removes its entry (coordinator).
 	AnnotationDepartedNodes = protocolPrefix + "departed-nodes"
+	// AnnotationGrantedNodes, on an UpdatePool, is a JSON object of
+	// DepartedNode by node name: the pool's grants, each recorded before it
+	// is written (a write-ahead record, its since the grant's time), so
+	// that a new leader counts a machine whose Node went while the old
+	// leader had not yet recorded the departure. An entry goes once its
+	// Node shows the grant gone, its departure is in
+	// AnnotationDepartedNodes, or the machine is back (coordinator).
+	AnnotationGrantedNodes = protocolPrefix + "granted-nodes"
 	// AnnotationSoakUntil is when a node that reported Done gives its slot
 	// back (RFC 3339): the pool's soak, or a canary's bake, written once
 	// when the coordinator first sees Done and removed with the grant
@@ -177,7 +185,9 @@ const (
 
 // DepartedNode is one entry of AnnotationDepartedNodes: the grant the node
 // held when its Node object was deleted, since when, and what the
-// coordinator's count needs of a node it can no longer read. UID is the
+// coordinator's count needs of a node it can no longer read. The entries of
+// AnnotationGrantedNodes are the same: what a departure would need, since
+// the grant. UID is the
 // deleted object's: the machine is back when a Node of its name with
 // another UID serves (empty in entries written before it was recorded:
 // then any Node of the name that serves).

@@ -174,6 +174,10 @@ func (c *coordinatorModel) writePool(wr coordinator.Write) bool {
 		w.logf("coordinator: pool %s not found for %v", wr.Pool, describeSet(wr.Set))
 		return false
 	}
+	if wr.ResourceVersion != "" && wr.ResourceVersion != p.ResourceVersion {
+		w.logf("coordinator: pool %s changed since read (%s, now %s): %s refused", wr.Pool, wr.ResourceVersion, p.ResourceVersion, describeSet(wr.Set))
+		return false
+	}
 	lost := w.apiFails()
 	if lost && w.rng.IntN(2) == 0 {
 		return false
@@ -191,6 +195,7 @@ func (c *coordinatorModel) writePool(wr coordinator.Write) bool {
 		}
 	}
 	if !maps.Equal(before, p.Annotations) {
+		w.bumpPool(p)
 		w.logf("coordinator: pool %s %s", wr.Pool, describeSet(wr.Set))
 	}
 	return !lost

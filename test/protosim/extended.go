@@ -39,16 +39,16 @@ type extWorld struct {
 	// watch delivers that with the delete (a relist's tombstone carries
 	// the cached copy instead).
 	deletedByUID map[types.UID]*corev1.Node
-	// unpersistedAtFailover are the failedOver machines no pool
-	// persisted at the failover: the new leader cannot know them, even if
-	// a paused old leader persists them later (fenced mode).
-	unpersistedAtFailover map[string]bool
+	// poolLost are the machines whose grant's pool was deleted while the
+	// grant was out (its records and departed nodes went with it), until
+	// the machine is granted again or is back.
+	poolLost map[string]bool
 }
 
 func newExtWorld() *extWorld {
 	return &extWorld{gateSick: map[string]bool{}, deletedPools: map[string]*v1alpha1.UpdatePool{},
 		unregistered: map[string]map[string]string{}, departed: map[string]*corev1.Node{},
-		deletedByUID: map[types.UID]*corev1.Node{}, failedOver: map[string]bool{}, unpersistedAtFailover: map[string]bool{}}
+		deletedByUID: map[types.UID]*corev1.Node{}, failedOver: map[string]bool{}, poolLost: map[string]bool{}}
 }
 
 var poolNames = []string{workerPool, workerPoolB, cpPool}
@@ -101,9 +101,10 @@ func (w *World) extFault() string {
 }
 
 // specEdited records an edit of p's spec: the generation moves.
-func specEdited(p *v1alpha1.UpdatePool) {
+func (w *World) specEdited(p *v1alpha1.UpdatePool) {
 	if p != nil {
 		p.Generation++
+		w.bumpPool(p)
 	}
 }
 
@@ -113,12 +114,12 @@ func (w *World) toggleGates(p *v1alpha1.UpdatePool) {
 	} else {
 		p.Spec.Gates = &v1alpha1.Gates{Prometheus: "http://prometheus.monitoring:9090"}
 	}
-	specEdited(p)
+	w.specEdited(p)
 }
 
 func (w *World) setSoak(p *v1alpha1.UpdatePool) {
 	p.Spec.Soak = []string{"", "0s", "20s", "2m"}[w.ext.IntN(4)]
-	specEdited(p)
+	w.specEdited(p)
 	w.logf("pool %s soak %q", p.Name, p.Spec.Soak)
 }
 
@@ -133,7 +134,7 @@ func (w *World) setCanary(p *v1alpha1.UpdatePool) {
 		{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"canary": "none"}}, Bake: "30s"},
 	}
 	p.Spec.Canary = canaries[w.ext.IntN(len(canaries))]
-	specEdited(p)
+	w.specEdited(p)
 	w.logf("pool %s canary %s", p.Name, describeCanary(p.Spec.Canary))
 }
 
@@ -150,7 +151,7 @@ func describeCanary(c *v1alpha1.Canary) string {
 func (w *World) setDrainPolicy(p *v1alpha1.UpdatePool) {
 	p.Spec.Drain = &v1alpha1.DrainSpec{Timeout: []string{"3m", "1m"}[w.ext.IntN(2)],
 		OnTimeout: []string{"Yield", "Force", "Retry"}[w.ext.IntN(3)]}
-	specEdited(p)
+	w.specEdited(p)
 	w.logf("pool %s drain %s on timeout %s", p.Name, p.Spec.Drain.Timeout, p.Spec.Drain.OnTimeout)
 }
 
@@ -162,13 +163,23 @@ func (w *World) resume(p *v1alpha1.UpdatePool) {
 	}
 	if p.Spec.Paused {
 		p.Spec.Paused = false
-		specEdited(p)
+		w.specEdited(p)
 	}
 }
 
 func (w *World) deletePool(p *v1alpha1.UpdatePool) {
 	delete(w.pools, p.Name)
 	w.x.deletedPools[p.Name] = p
+	for name, n := range w.nodes {
+		if n.Annotations[v1alpha1.AnnotationGrant] != "" && n.Annotations[v1alpha1.AnnotationGrantPool] == p.Name {
+			w.x.poolLost[name] = true
+		}
+	}
+	for name, n := range w.x.departed {
+		if gp := n.Annotations[v1alpha1.AnnotationGrantPool]; gp == "" || gp == p.Name {
+			w.x.poolLost[name] = true
+		}
+	}
 }
 
 // recreatePool creates a deleted pool again: its name and spec, a new
@@ -183,6 +194,7 @@ func (w *World) recreatePool() {
 		w.x.poolUIDs++
 		p := &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 1, Annotations: map[string]string{},
 			UID: types.UID(fmt.Sprintf("pool-%s-%d", name, w.x.poolUIDs))}, Spec: old.Spec}
+		w.bumpPool(p)
 		w.pools[name] = p
 		w.logf("pool %s created again (%s)", name, p.UID)
 		return
@@ -214,7 +226,6 @@ func (w *World) deleteRebootingNode() {
 	if rule.Counts(old) {
 		w.x.departed[name] = old
 		delete(w.x.failedOver, name)
-		delete(w.x.unpersistedAtFailover, name)
 	}
 	w.logf("node %s deleted (machine rebooting: %v)", name, w.hosts[name].rebootAsked)
 }
@@ -243,7 +254,7 @@ func (w *World) machinesBack() {
 		if n := w.nodes[name]; n != nil && v1alpha1.NotServing(n) == "" && n.Annotations[v1alpha1.AnnotationState] != "" {
 			delete(w.x.departed, name)
 			delete(w.x.failedOver, name)
-			delete(w.x.unpersistedAtFailover, name)
+			delete(w.x.poolLost, name)
 		}
 	}
 }
@@ -269,7 +280,7 @@ func (w *World) healExt() {
 		if p.Spec.Soak == "2m" {
 			p.Spec.Soak = "20s"
 		}
-		specEdited(p)
+		w.specEdited(p)
 	}
 }
 

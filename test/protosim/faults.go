@@ -93,7 +93,7 @@ func (w *World) editLimit() {
 		return // deleted (extended mode)
 	}
 	p.Spec.MaxUnavailable = &mu
-	specEdited(p)
+	w.specEdited(p)
 	w.logf("pool %s maxUnavailable %s", p.Name, mu.String())
 }
 
@@ -104,7 +104,7 @@ func (w *World) editTarget() {
 		return // deleted (extended mode)
 	}
 	p.Spec.OSImage = target
-	specEdited(p)
+	w.specEdited(p)
 	w.logf("pool %s target %s", p.Name, p.Spec.OSImage)
 }
 
@@ -114,7 +114,7 @@ func (w *World) togglePause() {
 		return // deleted (extended mode)
 	}
 	p.Spec.Paused = !p.Spec.Paused
-	specEdited(p)
+	w.specEdited(p)
 }
 
 // recreateNode deletes the Node object and creates it again, as a kubelet

@@ -87,8 +87,8 @@ func (w *World) resumePaused() {
 	w.logf("FAULT paused leader (term %d) resumes with %d planned writes", p.coord.term.Transitions, len(p.writes))
 	for _, wr := range p.writes {
 		if wr.Pool != "" {
-			if p.coord.ext != nil {
-				p.coord.writePool(wr)
+			if !p.coord.writePool(wr) {
+				break // reconcile returns at a failed pool write
 			}
 			continue
 		}

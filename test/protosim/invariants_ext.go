@@ -43,44 +43,40 @@ func (w *World) disruptable() []*corev1.Node {
 }
 
 // departureKnown reports whether the departed machine name counts in the
-// checks: always under Scenario.StrictDepartures or while the coordinator
-// remembers its departure or a pool persists it; else only if it departed
-// after the last coordinator failover (World.failover).
+// checks: always, under Scenario.StrictDepartures; otherwise unless the
+// pool that granted it was deleted while the grant was out and a
+// coordinator failover came after its departure.
 //
-// The failover gap is open (docs/protocol.md, "What the coordinator
-// cannot know"): a new leader knows of a machine departed before it only
-// from a pool's annotation. A departure remembered, or a Node's delete not
-// yet delivered to the old leader's cache, then a failover before a pass
-// persisted the departure: the new leader's list has neither the Node nor
-// the departure (seeds 1000191, 1000652; about 1% of the extended seeds
-// fail on it under StrictDepartures). Or persisted, then the pool deleted
-// (and created again) after the failover: the annotation went with it
-// (seeds 9101640, 9102110). Or remembered by a leader paused before it
-// persisted it, which persists it on resuming, after the new leader
-// granted without knowing it (fenced mode, seed 8000778).
+// That side of the departures is open (docs/protocol.md, "What the
+// coordinator cannot know"): a new leader knows of a machine departed
+// before it from its pool alone, the departed nodes and the grant records
+// (the write-ahead record of each grant), and a pool deleted (and created
+// again) takes both with it (seeds 9101640, 9102110). The failover itself
+// is closed: a departure remembered, or a Node's delete not yet delivered
+// to the old leader's cache, then a failover before a pass persisted the
+// departure, was counted by no one (seeds 1000191, 1000652; a leader
+// paused before it persisted it, seed 8000778); the new leader now counts
+// the recorded grant whose Node is gone.
 //
 // A grant the node cache had not shown yet (its expectation pending) whose
 // Node was then deleted, the delete delivered as a relist's tombstone
 // without the grant, was a second gap, counted since the coordinator
 // records its departure from the expectation (seeds 1000009, 1000039).
 //
-// go test ./test/protosim -run TestSimulate -protosim.seed 1000191 -protosim.strict-departures -v
+// go test ./test/protosim -run TestSimulate -protosim.seed 9101640 -protosim.strict-departures -v
 // replays one.
 func (w *World) departureKnown(name string) bool {
-	return w.strictDepartures || !w.x.failedOver[name] || (w.coordinatorHolds(name) && !w.x.unpersistedAtFailover[name])
+	return w.strictDepartures || !(w.x.failedOver[name] && w.x.poolLost[name])
 }
 
 // failover replaces the coordinator (a crash, a pause): a fresh list, no
-// expectations, no departures but what the pools persist. In extended mode
-// the machines departed so far are known to the new leader only from the
-// pools (departureKnown).
+// expectations, no departures but what the pools persist and record. In
+// extended mode the machines departed so far are known to the new leader
+// only from the pools (departureKnown).
 func (w *World) failover() {
 	if w.x != nil {
 		for name := range w.x.departed {
 			w.x.failedOver[name] = true
-			if !w.poolPersists(name) {
-				w.x.unpersistedAtFailover[name] = true
-			}
 		}
 	}
 	w.coord = newCoordinator(w)
@@ -93,11 +89,12 @@ func (w *World) coordinatorHolds(name string) bool {
 	return ok || w.poolPersists(name)
 }
 
-// poolPersists reports whether a pool's departed-nodes annotation names
-// name.
+// poolPersists reports whether a pool's departed-nodes or granted-nodes
+// annotation names name.
 func (w *World) poolPersists(name string) bool {
 	for _, p := range w.pools {
-		if strings.Contains(p.Annotations[v1alpha1.AnnotationDepartedNodes], `"`+name+`"`) {
+		if strings.Contains(p.Annotations[v1alpha1.AnnotationDepartedNodes], `"`+name+`"`) ||
+			strings.Contains(p.Annotations[v1alpha1.AnnotationGrantedNodes], `"`+name+`"`) {
 			return true
 		}
 	}

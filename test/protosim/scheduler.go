@@ -155,6 +155,9 @@ func (w *World) setup(sc Scenario) {
 	w.pools[workerPool] = newPool(workerPool, map[string]string{poolLabel: workerPool}, intstr.FromInt32(2), false)
 	w.pools[workerPoolB] = newPool(workerPoolB, map[string]string{poolLabel: workerPoolB}, intstr.FromInt32(1), false)
 	w.pools[cpPool] = newPool(cpPool, map[string]string{"node-role.kubernetes.io/control-plane": ""}, intstr.FromString("50%"), true)
+	for _, name := range []string{workerPool, workerPoolB, cpPool} {
+		w.bumpPool(w.pools[name])
+	}
 	if w.x != nil {
 		w.setupExt()
 	}
@@ -265,7 +268,7 @@ func (w *World) healFaults() {
 	for _, p := range w.pools {
 		one := intstr.FromInt32(1)
 		p.Spec.Paused, p.Spec.OSImage, p.Spec.MaxUnavailable = false, finalOS, &one
-		specEdited(p)
+		w.specEdited(p)
 	}
 	for _, name := range w.names {
 		if _, ok := w.nodes[name]; !ok {

@@ -144,6 +144,13 @@ func (w *World) bump(n *corev1.Node) {
 	n.ResourceVersion = strconv.Itoa(w.rv)
 }
 
+// bumpPool gives p a new resourceVersion, from the same counter as the
+// Nodes' (an API server's resourceVersions are cluster-wide).
+func (w *World) bumpPool(p *v1alpha1.UpdatePool) {
+	w.rv++
+	p.ResourceVersion = strconv.Itoa(w.rv)
+}
+
 func (w *World) logf(format string, args ...any) {
 	if w.afterViolation > 20 {
 		return // keep the trace that led to the first violation

@@ -1,0 +1,211 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+)
+
+// Grant records are the write-ahead of the grants on their pool
+// (AnnotationGrantedNodes). A departure (a Node deleted mid-update) is
+// known first to the leader whose cache delivers the delete, and persisted
+// by its next pass; a leader that changes in between (a crash, a pause
+// past the Lease) left the machine counted nowhere: the new leader's list
+// has neither the Node nor the departure (protocol simulator seeds 1000191,
+// 1000652, 8000778). So each pass that grants records the grants on the
+// pool first, and every pass counts a recorded grant whose Node is gone,
+// or is another object that is not the machine back (MachineBack), as
+// departed: what a new leader reads of the pool stands for the machine.
+//
+// The pool's bookkeeping (its departed nodes and its grant records) is one
+// write, conditional on the pool's resourceVersion as read just before: a
+// deposed leader resuming with a planned write finds the pool changed (the
+// new leader's status writes alone change it) and its write, and so its
+// grants, refused. Cost: one pool write per pass that grants, and one when
+// the grants it recorded are settled.
+
+// grantRecordsOf reads a pool's AnnotationGrantedNodes.
+func grantRecordsOf(pool *v1alpha1.UpdatePool) (map[string]v1alpha1.DepartedNode, error) {
+	out := map[string]v1alpha1.DepartedNode{}
+	raw := pool.Annotations[v1alpha1.AnnotationGrantedNodes]
+	if raw == "" {
+		return out, nil
+	}
+	if err := json.Unmarshal([]byte(raw), &out); err != nil {
+		return nil, fmt.Errorf("pool %s: annotation %s: %w (a JSON object of {grant, uid, since} by node name)",
+			pool.Name, v1alpha1.AnnotationGrantedNodes, err)
+	}
+	return out, nil
+}
+
+// recordedDepartures are the departures the pools' grant records show: a
+// recorded grant whose Node (lookup: nil when there is none) is gone, or
+// is another object than the one granted that is not the machine back.
+// A pool whose records cannot be read shows none here; its own pass fails
+// on them.
+func recordedDepartures(pools []*v1alpha1.UpdatePool, lookup func(string) *corev1.Node) map[string]Departure {
+	out := map[string]Departure{}
+	for _, p := range pools {
+		records, err := grantRecordsOf(p)
+		if err != nil {
+			continue
+		}
+		for name, r := range records {
+			if departedRecord(r, lookup(name)) {
+				out[name] = Departure{Pool: p.Name, DepartedNode: r}
+			}
+		}
+	}
+	return out
+}
+
+// departedRecord reports whether the machine of grant record r, whose Node
+// is now n (nil: none), departed under it.
+func departedRecord(r v1alpha1.DepartedNode, n *corev1.Node) bool {
+	return n == nil || (r.UID != "" && n.UID != r.UID && !MachineBack(r.UID, n))
+}
+
+// withRecorded is remembered with the recorded departures it lacks: what
+// the coordinator saw of a delete wins over the record.
+func withRecorded(remembered, recorded map[string]Departure) map[string]Departure {
+	if len(recorded) == 0 {
+		return remembered
+	}
+	out := maps.Clone(recorded)
+	maps.Copy(out, remembered)
+	return out
+}
+
+// nextGrantRecords is what pool's grant records are to be after a pass
+// that grants granted (node: its record): the records kept, less those
+// settled, plus the new ones. A record is settled once its Node (lookup),
+// the object granted, shows another grant or none and no write of it is
+// pending (pending: the grant may have landed unseen), once the machine is
+// back, or once its departure is in the pool's departed nodes (own, as the
+// pass persists them).
+func nextGrantRecords(pool *v1alpha1.UpdatePool, granted map[string]v1alpha1.DepartedNode, own map[string]v1alpha1.DepartedNode,
+	pending map[string]bool, lookup func(string) *corev1.Node) (map[string]v1alpha1.DepartedNode, error) {
+	current, err := grantRecordsOf(pool)
+	if err != nil {
+		return nil, err
+	}
+	next := map[string]v1alpha1.DepartedNode{}
+	for name, r := range current {
+		if !recordSettled(name, r, own, pending, lookup(name)) {
+			next[name] = r
+		}
+	}
+	maps.Copy(next, granted)
+	return next, nil
+}
+
+func recordSettled(name string, r v1alpha1.DepartedNode, own map[string]v1alpha1.DepartedNode, pending map[string]bool, n *corev1.Node) bool {
+	if d, ok := own[name]; ok && d.Grant == r.Grant {
+		return true
+	}
+	switch {
+	case n == nil:
+		return false
+	case r.UID != "" && n.UID != r.UID:
+		return MachineBack(r.UID, n)
+	}
+	return !pending[name] && n.Annotations[v1alpha1.AnnotationGrant] != r.Grant
+}
+
+// bookkeeping is the pool write of a pass: the departed nodes and the
+// grant records, each set only when it changes (nil: no write).
+func bookkeeping(pool *v1alpha1.UpdatePool, in planInput, records map[string]v1alpha1.DepartedNode) (map[string]*string, error) {
+	set := map[string]*string{}
+	if in.departed.write {
+		value, err := departedValue(pool, in.departed.own)
+		if err != nil {
+			return nil, err
+		}
+		set[v1alpha1.AnnotationDepartedNodes] = value
+	}
+	current, err := grantRecordsOf(pool)
+	if err != nil {
+		return nil, err
+	}
+	if !maps.Equal(current, records) {
+		value, err := recordsValue(pool, records)
+		if err != nil {
+			return nil, err
+		}
+		set[v1alpha1.AnnotationGrantedNodes] = value
+	}
+	if len(set) == 0 {
+		return nil, nil
+	}
+	return set, nil
+}
+
+// recordsValue is the AnnotationGrantedNodes value of records, nil (the
+// annotation removed) when there are none.
+func recordsValue(pool *v1alpha1.UpdatePool, records map[string]v1alpha1.DepartedNode) (*string, error) {
+	if len(records) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(records)
+	if err != nil {
+		return nil, fmt.Errorf("encode grant records of pool %s: %w", pool.Name, err)
+	}
+	value := string(b)
+	return &value, nil
+}
+
+// grantRecord is the record of grant, to be written to v by pool at now:
+// what its departure would need.
+func grantRecord(v nodeView, grant string, now time.Time) v1alpha1.DepartedNode {
+	return v1alpha1.DepartedNode{Grant: grant, UID: v.uid, ControlPlane: v.controlPlane, Zone: v.zone,
+		Since: metav1.NewTime(now.UTC().Truncate(time.Second))}
+}
+
+// errPoolChanged is a bookkeeping write refused because the pool changed
+// since it was read: the pass ends with no grant, and the pool's event
+// plans it again.
+var errPoolChanged = errors.New("pool changed since read")
+
+// writeBookkeeping patches pool's annotations with set, only while the
+// pool is still at resourceVersion rv.
+func (c *Controller) writeBookkeeping(ctx context.Context, pool *v1alpha1.UpdatePool, rv string, set map[string]*string) error {
+	annotations := map[string]any{}
+	for k, v := range set {
+		if v == nil {
+			annotations[k] = nil
+		} else {
+			annotations[k] = *v
+		}
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": rv, "annotations": annotations}})
+	if err != nil {
+		return fmt.Errorf("encode the bookkeeping of pool %s: %w", pool.Name, err)
+	}
+	_, err = c.opts.Dynamic.Resource(v1alpha1.UpdatePoolResource()).Patch(ctx, pool.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("record departed nodes and grants on pool %s: %w", pool.Name, errPoolChanged)
+	}
+	if err != nil {
+		return fmt.Errorf("record departed nodes and grants on pool %s: %w", pool.Name, err)
+	}
+	return nil
+}
+
+// passBookkeeping names the grants of plan and returns the pool write the
+// pass makes before them (nil: none): the departed nodes if they changed,
+// and the grant records with the new grants and without those settled.
+func (c *Controller) passBookkeeping(pool *v1alpha1.UpdatePool, in planInput, plan *poolPlan, now time.Time) (map[string]string, map[string]*string, error) {
+	return decideBookkeeping(pool, in, plan, c.index.node, func(p *v1alpha1.UpdatePool, _, avoid string) string {
+		return c.grantNames.next(p, now, avoid)
+	})
+}

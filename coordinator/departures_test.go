@@ -459,3 +459,83 @@ func registerAgain(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, 
 		t.Fatalf("register node %s again: %v", gone.Name, err)
 	}
 }
+
+// TestDepartureTheLeaderNeverSawKeepsCounting: a Node deleted under a
+// grant while the leader's cache has not delivered the delete, then the
+// leader gone (a crash, a pause past its Lease) before any pass recorded
+// the departure. The new leader's list has neither the Node nor a
+// departure; it counts the machine from the pool's record of the grant
+// (AnnotationGrantedNodes, written before the grant), so with
+// maxUnavailable 1 nothing else is granted until the machine is back
+// (protocol simulator seeds 1000191, 1000652, 8000778).
+func TestDepartureTheLeaderNeverSawKeepsCounting(t *testing.T) {
+	t.Parallel()
+	const prefix = "unrecorded"
+	r := newRig(t, prefix, 3, 1)
+	cp, dyn, ctx, agents := r.cp, r.dyn, r.ctx, r.agents
+	createPool(t, dyn, prefix, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector: groupSelector(prefix), OSImage: "os:unrecorded1", MaxUnavailable: ptr.To(intstrInt(1)),
+	}})
+	deaf := &deafToDeletes{}
+	first, stopFirst := context.WithCancel(ctx)
+	runCoordinator(first, t, cp, dyn, prefix, func(o *coordinator.Config) { coordinator.SetNodeEventsHook(o, deaf.wrap) })
+
+	g := agents.next(t, time.Minute)
+	waitPoolAnnotation(t, dyn, prefix, v1alpha1.AnnotationGrantedNodes, `"grant":"`+g.grant+`"`, time.Second)
+	agents.mustReport(ctx, t, g, v1alpha1.StepRebooting)
+	gone := getNode(ctx, t, cp, g.node)
+	if err := cp.Client().CoreV1().Nodes().Delete(ctx, g.node, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete node %s: %v", g.node, err)
+	}
+	cluster.WaitFor(t, 30*time.Second, "the delete of "+g.node+" withheld from the first leader", func(context.Context) (bool, error) {
+		return deaf.withheld(g.node), nil
+	})
+	stopFirst()
+
+	runCoordinator(ctx, t, cp, dyn, prefix)
+	waitPoolAnnotation(t, dyn, prefix, v1alpha1.AnnotationDepartedNodes, `"grant":"`+g.grant+`"`, 30*time.Second)
+	agents.noGrantFor(t, 3*time.Second, "by a new leader while the machine of a Node the old leader never saw deleted reboots")
+
+	registerAgain(ctx, t, cp, gone)
+	agents.mustReport(ctx, t, g, v1alpha1.StepDone)
+	if next := agents.next(t, time.Minute); next.grant == g.grant {
+		t.Fatalf("the departed grant %s came back", g.grant)
+	}
+	waitPoolAnnotation(t, dyn, prefix, v1alpha1.AnnotationDepartedNodes, "", 30*time.Second)
+}
+
+// deafToDeletes wraps the coordinator's node index handler: it withholds
+// every delete, as a cache whose watch has not delivered them yet.
+type deafToDeletes struct {
+	next cache.ResourceEventHandler
+
+	mu    sync.Mutex
+	nodes map[string]bool
+}
+
+func (d *deafToDeletes) wrap(next cache.ResourceEventHandler) cache.ResourceEventHandler {
+	d.next, d.nodes = next, map[string]bool{}
+	return d
+}
+
+func (d *deafToDeletes) withheld(node string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.nodes[node]
+}
+
+func (d *deafToDeletes) OnAdd(obj any, initial bool) { d.next.OnAdd(obj, initial) }
+
+func (d *deafToDeletes) OnUpdate(oldObj, obj any) { d.next.OnUpdate(oldObj, obj) }
+
+func (d *deafToDeletes) OnDelete(obj any) {
+	target := obj
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		target = tomb.Obj
+	}
+	if n, ok := target.(*corev1.Node); ok {
+		d.mu.Lock()
+		d.nodes[n.Name] = true
+		d.mu.Unlock()
+	}
+}

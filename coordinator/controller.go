@@ -444,3 +444,11 @@ func (c *Controller) maybeWriteStatus(ctx context.Context, key string, pool *v1a
 	}
 	return err
 }
+
+// passBookkeeping is passWrites with the controller's index and grant
+// names.
+func (c *Controller) passBookkeeping(pool *v1alpha1.UpdatePool, in planInput, plan *poolPlan, now time.Time) (map[string]string, map[string]*string, error) {
+	return passWrites(pool, in, plan, c.index.node, func(p *v1alpha1.UpdatePool, _, avoid string) string {
+		return c.grantNames.next(p, now, avoid)
+	})
+}

@@ -100,7 +100,7 @@ func Decide(pool string, snap Snapshot, grantName GrantNamer) ([]Write, error) {
 		return nil, err
 	}
 	lookup := snapshotLookup(snap)
-	names, set, err := decideBookkeeping(p, in, plan, lookup, grantName)
+	names, set, err := passWrites(p, in, plan, lookup, grantName)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +115,7 @@ func Decide(pool string, snap Snapshot, grantName GrantNamer) ([]Write, error) {
 			if in, plan, err = decidePlan(p, snap); err != nil {
 				return nil, err
 			}
-			if names, set, err = decideBookkeeping(p, in, plan, lookup, grantName); err != nil {
+			if names, set, err = passWrites(p, in, plan, lookup, grantName); err != nil {
 				return nil, err
 			}
 		}
@@ -130,24 +130,6 @@ func Decide(pool string, snap Snapshot, grantName GrantNamer) ([]Write, error) {
 		return append(out, Write{Pool: p.Name, Set: map[string]*string{v1alpha1.AnnotationHalted: &halt}}), nil
 	}
 	return append(out, nodeWrites(p, in, plan, names, snap.LeaderTerm)...), nil
-}
-
-// decideBookkeeping is Controller.passBookkeeping over a snapshot.
-func decideBookkeeping(p *v1alpha1.UpdatePool, in planInput, plan *poolPlan, lookup func(string) *corev1.Node,
-	grantName GrantNamer) (map[string]string, map[string]*string, error) {
-	views := planned(plan, in.nodes)
-	names := make(map[string]string, len(plan.grant))
-	granted := make(map[string]v1alpha1.DepartedNode, len(plan.grant))
-	for _, n := range plan.grant {
-		names[n] = grantName(p, n, views[n].stateGrnt)
-		granted[n] = grantRecord(views[n], names[n], in.now)
-	}
-	records, err := nextGrantRecords(p, granted, in.departed.own, in.pending, lookup)
-	if err != nil {
-		return nil, nil, err
-	}
-	set, err := bookkeeping(p, in, records)
-	return names, set, err
 }
 
 // snapshotLookup finds a Node of snap by name (nil: none).

@@ -201,11 +201,23 @@ func (c *Controller) writeBookkeeping(ctx context.Context, pool *v1alpha1.Update
 	return nil
 }
 
-// passBookkeeping names the grants of plan and returns the pool write the
-// pass makes before them (nil: none): the departed nodes if they changed,
-// and the grant records with the new grants and without those settled.
-func (c *Controller) passBookkeeping(pool *v1alpha1.UpdatePool, in planInput, plan *poolPlan, now time.Time) (map[string]string, map[string]*string, error) {
-	return decideBookkeeping(pool, in, plan, c.index.node, func(p *v1alpha1.UpdatePool, _, avoid string) string {
-		return c.grantNames.next(p, now, avoid)
-	})
+// passWrites names the grants of plan (grantName) and returns the pool
+// write the pass makes before them (nil: none): the departed nodes if they
+// changed, and the grant records with the new grants and without those
+// settled (lookup: the Nodes by name).
+func passWrites(p *v1alpha1.UpdatePool, in planInput, plan *poolPlan, lookup func(string) *corev1.Node,
+	grantName GrantNamer) (map[string]string, map[string]*string, error) {
+	views := planned(plan, in.nodes)
+	names := make(map[string]string, len(plan.grant))
+	granted := make(map[string]v1alpha1.DepartedNode, len(plan.grant))
+	for _, n := range plan.grant {
+		names[n] = grantName(p, n, views[n].stateGrnt)
+		granted[n] = grantRecord(views[n], names[n], in.now)
+	}
+	records, err := nextGrantRecords(p, granted, in.departed.own, in.pending, lookup)
+	if err != nil {
+		return nil, nil, err
+	}
+	set, err := bookkeeping(p, in, records)
+	return names, set, err
 }

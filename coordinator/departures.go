@@ -195,7 +195,7 @@ func departedFor(pool *v1alpha1.UpdatePool, remembered map[string]Departure, ser
 		}
 	}
 	maps.Copy(pd.counted, pd.own)
-	pd.write = !maps.Equal(pd.own, persisted)
+	pd.write = !sameEntries(pd.own, persisted)
 	return pd, nil
 }
 
@@ -249,4 +249,13 @@ func departedValue(pool *v1alpha1.UpdatePool, own map[string]v1alpha1.DepartedNo
 	}
 	value := string(b)
 	return &value, nil
+}
+
+// sameEntries reports whether two sets of departed nodes (or of grant
+// records) say the same: an entry read back from its annotation has its
+// time in the local zone, one made in this pass in UTC.
+func sameEntries(a, b map[string]v1alpha1.DepartedNode) bool {
+	return maps.EqualFunc(a, b, func(x, y v1alpha1.DepartedNode) bool {
+		return x.Grant == y.Grant && x.UID == y.UID && x.ControlPlane == y.ControlPlane && x.Zone == y.Zone && x.Since.Equal(&y.Since)
+	})
 }

@@ -137,7 +137,7 @@ func bookkeeping(pool *v1alpha1.UpdatePool, in planInput, records map[string]v1a
 	if err != nil {
 		return nil, err
 	}
-	if !maps.Equal(current, records) {
+	if !sameEntries(current, records) {
 		value, err := recordsValue(pool, records)
 		if err != nil {
 			return nil, err

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -90,5 +91,28 @@ func TestGrantRecordsMalformed(t *testing.T) {
 	}
 	if got := recordedDepartures([]*v1alpha1.UpdatePool{pool}, func(string) *corev1.Node { return nil }); len(got) != 0 {
 		t.Fatalf("departures %v from a malformed record", got)
+	}
+}
+
+// An entry read back from its annotation is the same entry as the one
+// written: no pass writes the pool's bookkeeping again for a time zone.
+func TestEntriesReadBackAreTheSame(t *testing.T) {
+	since := metav1.NewTime(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
+	written := map[string]v1alpha1.DepartedNode{"n1": {Grant: "g1", UID: "u1", Since: since, Zone: "a"}}
+	raw, err := json.Marshal(written)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := grantRecordsOf(&v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: "p",
+		Annotations: map[string]string{v1alpha1.AnnotationGrantedNodes: string(raw)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameEntries(written, read) {
+		t.Fatalf("read back %v, written %v: not the same", read, written)
+	}
+	read["n1"] = v1alpha1.DepartedNode{Grant: "g2", UID: "u1", Since: since, Zone: "a"}
+	if sameEntries(written, read) {
+		t.Fatal("entries of another grant are the same")
 	}
 }

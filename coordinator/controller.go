@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -294,7 +295,8 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 			// Before any grant: a restart or a new leader must go on
 			// counting a node deleted mid-update, and find this pass's
 			// grants recorded.
-			if err := c.writeBookkeeping(ctx, pool, fresh.ResourceVersion, set); err != nil {
+			set.ResourceVersion = fresh.ResourceVersion
+			if err := c.writeBookkeeping(ctx, set); err != nil {
 				return err
 			}
 		}
@@ -406,10 +408,14 @@ func (c *Controller) confirmPool(ctx context.Context, pool *v1alpha1.UpdatePool)
 // poolChanged reports whether what a plan reads of a pool differs between
 // the cached copy and the API server's (fresh): its spec (the generation
 // moves with the spec only, not with the status this controller writes
-// every second), its UID (deleted and created again) or its annotations
-// (the halt, the acknowledged failures, the departed nodes).
+// every second), its UID (deleted and created again), its deletion, its
+// annotations (the halt, the acknowledged failures, the departed nodes,
+// the grant records) or its finalizers (the bookkeeping writes the whole
+// list).
 func poolChanged(cached, fresh *v1alpha1.UpdatePool) bool {
-	return fresh.Generation != cached.Generation || fresh.UID != cached.UID || !maps.Equal(fresh.Annotations, cached.Annotations)
+	return fresh.Generation != cached.Generation || fresh.UID != cached.UID ||
+		(fresh.DeletionTimestamp == nil) != (cached.DeletionTimestamp == nil) ||
+		!maps.Equal(fresh.Annotations, cached.Annotations) || !slices.Equal(fresh.Finalizers, cached.Finalizers)
 }
 
 // freshPool reads pool from the API server (a quorum read), or nil when
@@ -447,7 +453,7 @@ func (c *Controller) maybeWriteStatus(ctx context.Context, key string, pool *v1a
 
 // passBookkeeping is passWrites with the controller's index and grant
 // names.
-func (c *Controller) passBookkeeping(pool *v1alpha1.UpdatePool, in planInput, plan *poolPlan, now time.Time) (map[string]string, map[string]*string, error) {
+func (c *Controller) passBookkeeping(pool *v1alpha1.UpdatePool, in planInput, plan *poolPlan, now time.Time) (map[string]string, *Write, error) {
 	return passWrites(pool, in, plan, c.index.node, func(p *v1alpha1.UpdatePool, _, avoid string) string {
 		return c.grantNames.next(p, now, avoid)
 	})

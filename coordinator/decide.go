@@ -70,6 +70,10 @@ type Write struct {
 	// DepartureOf reads it off a deleted object that shows the grant.
 	Departs Departure
 	Set     map[string]*string
+	// Finalizers, on a pool's bookkeeping, is the pool's whole list of
+	// finalizers to write (nil: unchanged): FinalizerGrants added with the
+	// first record, removed with the last.
+	Finalizers *[]string
 }
 
 // Decide is the controller's reconcile of pool over snap, the writes it
@@ -104,7 +108,6 @@ func Decide(pool string, snap Snapshot, grantName GrantNamer) ([]Write, error) {
 	if err != nil {
 		return nil, err
 	}
-	rv := p.ResourceVersion
 	if (writesSlots(plan) || set != nil) && snap.FreshPool != nil {
 		fresh, err := snap.FreshPool(pool)
 		if err != nil || fresh == nil {
@@ -119,11 +122,13 @@ func Decide(pool string, snap Snapshot, grantName GrantNamer) ([]Write, error) {
 				return nil, err
 			}
 		}
-		rv = fresh.ResourceVersion
+		if set != nil {
+			set.ResourceVersion = fresh.ResourceVersion
+		}
 	}
 	var out []Write
 	if set != nil {
-		out = append(out, Write{Pool: p.Name, ResourceVersion: rv, Set: set})
+		out = append(out, *set)
 	}
 	if plan.gateHalt != "" {
 		halt := HaltedByGate(p, plan.gateHalt)

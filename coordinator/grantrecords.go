@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -122,9 +123,12 @@ func recordSettled(name string, r v1alpha1.DepartedNode, own map[string]v1alpha1
 	return !pending[name] && n.Annotations[v1alpha1.AnnotationGrant] != r.Grant
 }
 
-// bookkeeping is the pool write of a pass: the departed nodes and the
-// grant records, each set only when it changes (nil: no write).
-func bookkeeping(pool *v1alpha1.UpdatePool, in planInput, records map[string]v1alpha1.DepartedNode) (map[string]*string, error) {
+// bookkeeping is the pool write of a pass (nil: none): the departed nodes
+// and the grant records, each set only when it changes, and the pool's
+// finalizers when FinalizerGrants is to be added (the first record) or
+// removed (none left). A pool being deleted gets no finalizer added: the
+// API refuses it, and such a pool grants nothing.
+func bookkeeping(pool *v1alpha1.UpdatePool, in planInput, records map[string]v1alpha1.DepartedNode) (*Write, error) {
 	set := map[string]*string{}
 	if in.departed.write {
 		value, err := departedValue(pool, in.departed.own)
@@ -144,10 +148,20 @@ func bookkeeping(pool *v1alpha1.UpdatePool, in planInput, records map[string]v1a
 		}
 		set[v1alpha1.AnnotationGrantedNodes] = value
 	}
-	if len(set) == 0 {
+	w := &Write{Pool: pool.Name, ResourceVersion: pool.ResourceVersion, Set: set}
+	keep := len(records) > 0 || len(in.departed.own) > 0
+	switch has := slices.Contains(pool.Finalizers, v1alpha1.FinalizerGrants); {
+	case keep && !has && pool.DeletionTimestamp == nil:
+		finalizers := append(slices.Clone(pool.Finalizers), v1alpha1.FinalizerGrants)
+		w.Finalizers = &finalizers
+	case !keep && has:
+		finalizers := slices.DeleteFunc(slices.Clone(pool.Finalizers), func(f string) bool { return f == v1alpha1.FinalizerGrants })
+		w.Finalizers = &finalizers
+	}
+	if len(set) == 0 && w.Finalizers == nil {
 		return nil, nil
 	}
-	return set, nil
+	return w, nil
 }
 
 // recordsValue is the AnnotationGrantedNodes value of records, nil (the
@@ -176,27 +190,31 @@ func grantRecord(v nodeView, grant string, now time.Time) v1alpha1.DepartedNode 
 // plans it again.
 var errPoolChanged = errors.New("pool changed since read")
 
-// writeBookkeeping patches pool's annotations with set, only while the
-// pool is still at resourceVersion rv.
-func (c *Controller) writeBookkeeping(ctx context.Context, pool *v1alpha1.UpdatePool, rv string, set map[string]*string) error {
+// writeBookkeeping makes w, the pool's bookkeeping, only while the pool
+// is still at w.ResourceVersion.
+func (c *Controller) writeBookkeeping(ctx context.Context, w *Write) error {
 	annotations := map[string]any{}
-	for k, v := range set {
+	for k, v := range w.Set {
 		if v == nil {
 			annotations[k] = nil
 		} else {
 			annotations[k] = *v
 		}
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": rv, "annotations": annotations}})
-	if err != nil {
-		return fmt.Errorf("encode the bookkeeping of pool %s: %w", pool.Name, err)
+	meta := map[string]any{"resourceVersion": w.ResourceVersion, "annotations": annotations}
+	if w.Finalizers != nil {
+		meta["finalizers"] = *w.Finalizers // the whole list: the write is conditional
 	}
-	_, err = c.opts.Dynamic.Resource(v1alpha1.UpdatePoolResource()).Patch(ctx, pool.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	patch, err := json.Marshal(map[string]any{"metadata": meta})
+	if err != nil {
+		return fmt.Errorf("encode the bookkeeping of pool %s: %w", w.Pool, err)
+	}
+	_, err = c.opts.Dynamic.Resource(v1alpha1.UpdatePoolResource()).Patch(ctx, w.Pool, types.MergePatchType, patch, metav1.PatchOptions{})
 	if apierrors.IsConflict(err) {
-		return fmt.Errorf("record departed nodes and grants on pool %s: %w", pool.Name, errPoolChanged)
+		return fmt.Errorf("record departed nodes and grants on pool %s: %w", w.Pool, errPoolChanged)
 	}
 	if err != nil {
-		return fmt.Errorf("record departed nodes and grants on pool %s: %w", pool.Name, err)
+		return fmt.Errorf("record departed nodes and grants on pool %s: %w", w.Pool, err)
 	}
 	return nil
 }
@@ -206,7 +224,7 @@ func (c *Controller) writeBookkeeping(ctx context.Context, pool *v1alpha1.Update
 // changed, and the grant records with the new grants and without those
 // settled (lookup: the Nodes by name).
 func passWrites(p *v1alpha1.UpdatePool, in planInput, plan *poolPlan, lookup func(string) *corev1.Node,
-	grantName GrantNamer) (map[string]string, map[string]*string, error) {
+	grantName GrantNamer) (map[string]string, *Write, error) {
 	views := planned(plan, in.nodes)
 	names := make(map[string]string, len(plan.grant))
 	granted := make(map[string]v1alpha1.DepartedNode, len(plan.grant))
@@ -218,6 +236,6 @@ func passWrites(p *v1alpha1.UpdatePool, in planInput, plan *poolPlan, lookup fun
 	if err != nil {
 		return nil, nil, err
 	}
-	set, err := bookkeeping(p, in, records)
-	return names, set, err
+	w, err := bookkeeping(p, in, records)
+	return names, w, err
 }

@@ -24,6 +24,7 @@ type waitReason string
 const (
 	waitNone          waitReason = "none"           // nothing to do, or progressing
 	waitPaused        waitReason = "paused"         // spec.paused
+	waitDeleting      waitReason = "deleting"       // the pool is being deleted: it waits for its grants to settle
 	waitHalted        waitReason = "halted"         // the failure budget is exhausted, a canary failed or no node can be one, or a gate failed during a soak
 	waitGatesFailing  waitReason = "gates_failing"  // a health gate holds new grants
 	waitSoaking       waitReason = "soaking"        // staged nodes wait for nodes soaking after Done (or a canary baking)
@@ -36,7 +37,7 @@ const (
 
 // waitReasons lists every waitReason.
 func waitReasons() []waitReason {
-	return []waitReason{waitNone, waitPaused, waitHalted, waitGatesFailing, waitOutsideWindow, waitLimitReached, waitSoaking,
+	return []waitReason{waitNone, waitPaused, waitDeleting, waitHalted, waitGatesFailing, waitOutsideWindow, waitLimitReached, waitSoaking,
 		waitStaging, waitDrainBlocked, waitDegraded}
 }
 
@@ -94,6 +95,8 @@ func (p *poolPlan) holdOf(in planInput, c candidacy) (h hold, open bool, err err
 	switch {
 	case windowErr != nil && len(c.nodes) > 0:
 		return hold{}, false, windowErr
+	case in.pool.DeletionTimestamp != nil:
+		return hold{waitDeleting, "pool is being deleted: nothing more is granted, and it goes once the grants it recorded are settled"}, false, nil
 	case spec.Paused:
 		return hold{waitPaused, "pool is paused"}, false, nil
 	case p.halted.reason != "":

@@ -81,6 +81,12 @@ const (
 	// Node shows the grant gone, its departure is in
 	// AnnotationDepartedNodes, or the machine is back (coordinator).
 	AnnotationGrantedNodes = protocolPrefix + "granted-nodes"
+	// FinalizerGrants, on an UpdatePool, holds a pool that records grants
+	// or departed nodes until they settle: the coordinator adds it with
+	// its first record and removes it with its last, so that deleting a
+	// pool whose machine is down under its grant does not take the record
+	// of that machine with it (coordinator).
+	FinalizerGrants = protocolPrefix + "grants"
 	// AnnotationSoakUntil is when a node that reported Done gives its slot
 	// back (RFC 3339): the pool's soak, or a canary's bake, written once
 	// when the coordinator first sees Done and removed with the grant

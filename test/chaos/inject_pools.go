@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/test/cluster"
@@ -68,31 +69,45 @@ func (in *Injector) recreatePool(ctx context.Context, r *Record, _ int) error {
 		in.mu.Lock()
 		r.Victim = pick(cands, r.Pick)
 		in.mu.Unlock()
-		pool, err := in.deletePool(ctx, r)
+		pool, uid, err := in.deletePool(ctx, r)
 		if err != nil {
 			in.Log("recreate-pool: delete %s: %v", r.Victim, err)
 			return
 		}
 		in.later(ctx, r, r.Hold, func(ctx context.Context) error {
 			err := cluster.CreatePool(ctx, in.Dynamic, pool)
-			if apierrors.IsAlreadyExists(err) {
-				return nil
+			if !apierrors.IsAlreadyExists(err) {
+				return err
 			}
-			return err
+			// The deleted pool stays while its finalizer waits for the
+			// grants it recorded to settle; then it goes and is created
+			// again.
+			cur, err := in.pool(ctx, pool.Name)
+			switch {
+			case apierrors.IsNotFound(err):
+				return fmt.Errorf("pool %s went meanwhile: create it again", pool.Name)
+			case err != nil:
+				return err
+			case cur.UID == uid:
+				return fmt.Errorf("pool %s is still being deleted (finalizers %v)", pool.Name, cur.Finalizers)
+			}
+			return nil
 		})
 	})
 	return nil
 }
 
-// deletePool deletes r's victim pool and returns what to create again.
-func (in *Injector) deletePool(ctx context.Context, r *Record) (*v1alpha1.UpdatePool, error) {
+// deletePool deletes r's victim pool and returns what to create again and
+// the UID of the pool deleted.
+func (in *Injector) deletePool(ctx context.Context, r *Record) (*v1alpha1.UpdatePool, types.UID, error) {
 	var again *v1alpha1.UpdatePool
+	var uid types.UID
 	err := in.retry(ctx, func(ctx context.Context) error {
 		p, err := in.pool(ctx, r.Victim)
 		if err != nil {
 			return err
 		}
-		again = &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Labels: p.Labels}, Spec: p.Spec}
+		again, uid = &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Labels: p.Labels}, Spec: p.Spec}, p.UID
 		held := 0
 		for _, v := range in.Watcher.Nodes() {
 			if v.Grant != "" && v.GrantPool == r.Victim {
@@ -109,7 +124,7 @@ func (in *Injector) deletePool(ctx context.Context, r *Record) (*v1alpha1.Update
 		}
 		return err
 	})
-	return again, err
+	return again, uid, err
 }
 
 // switchDrainPolicy switches a worker pool's spec.drain.onTimeout from

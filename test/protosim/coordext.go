@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -194,9 +195,17 @@ func (c *coordinatorModel) writePool(wr coordinator.Write) bool {
 			p.Annotations[k] = *v
 		}
 	}
-	if !maps.Equal(before, p.Annotations) {
+	changed := !maps.Equal(before, p.Annotations)
+	if wr.Finalizers != nil && !slices.Equal(*wr.Finalizers, p.Finalizers) {
+		p.Finalizers = slices.Clone(*wr.Finalizers)
+		changed = true
+	}
+	if changed {
 		w.bumpPool(p)
-		w.logf("coordinator: pool %s %s", wr.Pool, describeSet(wr.Set))
+		w.logf("coordinator: pool %s %s finalizers %v", wr.Pool, describeSet(wr.Set), p.Finalizers)
+	}
+	if p.DeletionTimestamp != nil && len(p.Finalizers) == 0 {
+		w.removePool(p)
 	}
 	return !lost
 }

@@ -223,9 +223,6 @@ func (c *coordinatorModel) write(wr coordinator.Write) {
 		w.logf("coordinator: grant %s to %s", wr.Grant, wr.Node)
 	}
 	_ = w.patchAnnotations(wr.Node, wr.Set)
-	if wr.Grant != "" && w.x != nil {
-		delete(w.x.poolLost, wr.Node) // a new grant, of a pool that exists
-	}
 }
 
 // replacedSince reports whether n is another object than the Node e's

@@ -31,24 +31,16 @@ type extWorld struct {
 	// disrupted under a grant (the object as it was), until a Node of the
 	// name serves again: the machine counts as disrupted meanwhile.
 	departed map[string]*corev1.Node
-	// failedOver are the departed machines a coordinator failover came
-	// after: the new leader knows of them only from the pools
-	// (World.failover).
-	failedOver map[string]bool
 	// deletedByUID are the deleted Node objects in their final state: a
 	// watch delivers that with the delete (a relist's tombstone carries
 	// the cached copy instead).
 	deletedByUID map[types.UID]*corev1.Node
-	// poolLost are the machines whose grant's pool was deleted while the
-	// grant was out (its records and departed nodes went with it), until
-	// the machine is granted again or is back.
-	poolLost map[string]bool
 }
 
 func newExtWorld() *extWorld {
 	return &extWorld{gateSick: map[string]bool{}, deletedPools: map[string]*v1alpha1.UpdatePool{},
 		unregistered: map[string]map[string]string{}, departed: map[string]*corev1.Node{},
-		deletedByUID: map[types.UID]*corev1.Node{}, failedOver: map[string]bool{}, poolLost: map[string]bool{}}
+		deletedByUID: map[types.UID]*corev1.Node{}}
 }
 
 var poolNames = []string{workerPool, workerPoolB, cpPool}
@@ -167,18 +159,33 @@ func (w *World) resume(p *v1alpha1.UpdatePool) {
 	}
 }
 
+// deletePool deletes p: at once without finalizers, else marked for
+// deletion until its finalizers are removed (the coordinator's, once the
+// grants the pool recorded settle).
 func (w *World) deletePool(p *v1alpha1.UpdatePool) {
+	if len(p.Finalizers) > 0 {
+		// The API marks it; it goes when its finalizers are removed
+		// (writePool).
+		if p.DeletionTimestamp == nil {
+			at := metav1.NewTime(w.now)
+			p.DeletionTimestamp = &at
+			w.bumpPool(p)
+			w.logf("pool %s being deleted (finalizers %v)", p.Name, p.Finalizers)
+		}
+		return
+	}
+	w.removePool(p)
+}
+
+// removePool is a pool's deletion completed: the API has it no more.
+// Once the faults are healed it is created again at once, as an operator
+// would, so that the world converges.
+func (w *World) removePool(p *v1alpha1.UpdatePool) {
 	delete(w.pools, p.Name)
 	w.x.deletedPools[p.Name] = p
-	for name, n := range w.nodes {
-		if n.Annotations[v1alpha1.AnnotationGrant] != "" && n.Annotations[v1alpha1.AnnotationGrantPool] == p.Name {
-			w.x.poolLost[name] = true
-		}
-	}
-	for name, n := range w.x.departed {
-		if gp := n.Annotations[v1alpha1.AnnotationGrantPool]; gp == "" || gp == p.Name {
-			w.x.poolLost[name] = true
-		}
+	w.logf("pool %s deleted", p.Name)
+	if w.healed {
+		w.recreatePool()
 	}
 }
 
@@ -225,7 +232,6 @@ func (w *World) deleteRebootingNode() {
 	delete(w.adminCordoned, name)
 	if rule.Counts(old) {
 		w.x.departed[name] = old
-		delete(w.x.failedOver, name)
 	}
 	w.logf("node %s deleted (machine rebooting: %v)", name, w.hosts[name].rebootAsked)
 }
@@ -253,8 +259,6 @@ func (w *World) machinesBack() {
 	for name := range w.x.departed {
 		if n := w.nodes[name]; n != nil && v1alpha1.NotServing(n) == "" && n.Annotations[v1alpha1.AnnotationState] != "" {
 			delete(w.x.departed, name)
-			delete(w.x.failedOver, name)
-			delete(w.x.poolLost, name)
 		}
 	}
 }

@@ -19,66 +19,28 @@ import (
 // API's, and in extended mode, for a machine whose Node was deleted while
 // it was disrupted under a grant, that deleted object until a Node of its
 // name serves again (docs/protocol.md: a node deleted mid-update counts
-// until its machine is back).
-//
-// One gap is known and open (see departureKnown): a departure a
-// coordinator failover lost (not yet persisted on a pool, or persisted on
-// a pool deleted since) is not counted unless Scenario.StrictDepartures.
+// until its machine is back), across leader changes and pool deletions
+// too (the grant records and the pool's finalizer; docs/protocol.md, "What
+// the coordinator cannot know").
 func (w *World) disruptable() []*corev1.Node {
 	out := make([]*corev1.Node, 0, len(w.nodes))
 	for name, n := range w.nodes {
-		if w.x != nil && w.x.departed[name] != nil && w.departureKnown(name) {
+		if w.x != nil && w.x.departed[name] != nil {
 			continue
 		}
 		out = append(out, w.countable(n))
 	}
 	if w.x != nil {
-		for name, old := range w.x.departed {
-			if w.departureKnown(name) {
-				out = append(out, old)
-			}
+		for _, old := range w.x.departed {
+			out = append(out, old)
 		}
 	}
 	return out
 }
 
-// departureKnown reports whether the departed machine name counts in the
-// checks: always, under Scenario.StrictDepartures; otherwise unless the
-// pool that granted it was deleted while the grant was out and a
-// coordinator failover came after its departure.
-//
-// That side of the departures is open (docs/protocol.md, "What the
-// coordinator cannot know"): a new leader knows of a machine departed
-// before it from its pool alone, the departed nodes and the grant records
-// (the write-ahead record of each grant), and a pool deleted (and created
-// again) takes both with it (seeds 9101640, 9102110). The failover itself
-// is closed: a departure remembered, or a Node's delete not yet delivered
-// to the old leader's cache, then a failover before a pass persisted the
-// departure, was counted by no one (seeds 1000191, 1000652; a leader
-// paused before it persisted it, seed 8000778); the new leader now counts
-// the recorded grant whose Node is gone.
-//
-// A grant the node cache had not shown yet (its expectation pending) whose
-// Node was then deleted, the delete delivered as a relist's tombstone
-// without the grant, was a second gap, counted since the coordinator
-// records its departure from the expectation (seeds 1000009, 1000039).
-//
-// go test ./test/protosim -run TestSimulate -protosim.seed 9101640 -protosim.strict-departures -v
-// replays one.
-func (w *World) departureKnown(name string) bool {
-	return w.strictDepartures || !(w.x.failedOver[name] && w.x.poolLost[name])
-}
-
 // failover replaces the coordinator (a crash, a pause): a fresh list, no
-// expectations, no departures but what the pools persist and record. In
-// extended mode the machines departed so far are known to the new leader
-// only from the pools (departureKnown).
+// expectations, no departures but what the pools persist and record.
 func (w *World) failover() {
-	if w.x != nil {
-		for name := range w.x.departed {
-			w.x.failedOver[name] = true
-		}
-	}
 	w.coord = newCoordinator(w)
 }
 
@@ -115,6 +77,8 @@ func (w *World) checkGrantGuardrails(wr coordinator.Write) {
 	case p == nil:
 		w.violate("grant on %s by pool %q, which the API server does not have", wr.Node, owner)
 		return
+	case p.DeletionTimestamp != nil:
+		w.violate("grant on %s by pool %s, which is being deleted", wr.Node, p.Name)
 	case p.Spec.Paused:
 		w.violate("grant on %s in paused pool %s", wr.Node, p.Name)
 	case haltedPool(p):

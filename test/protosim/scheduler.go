@@ -30,10 +30,6 @@ type Scenario struct {
 	// leader's term, agents check it, and a leader may pause after a plan
 	// and write it once another leads; drawn from a third stream.
 	Fenced bool
-	// StrictDepartures makes the extended checks count also a departed
-	// machine whose departure a coordinator failover lost before a pass
-	// persisted it on a pool, an open gap (World.departureKnown).
-	StrictDepartures bool
 }
 
 // DefaultScenario is the size `make test` runs per seed.
@@ -64,11 +60,9 @@ const extFaultPercent = 4
 type Result struct {
 	Seed uint64
 	// Extended, Fenced: the schedule played those modes.
-	Extended bool
-	Fenced   bool
-	// StrictDepartures: it played with Scenario.StrictDepartures.
-	StrictDepartures bool
-	Violations       []string
+	Extended   bool
+	Fenced     bool
+	Violations []string
 	// Stuck is why the world did not converge once faults stopped ("" when
 	// it did).
 	Stuck  string
@@ -109,9 +103,8 @@ func Run(seed uint64, sc Scenario) *Result {
 		w.fence = newFenceStream(seed)
 		w.kubelet = newKubeletStream(seed)
 	}
-	w.strictDepartures = sc.StrictDepartures
 	w.setup(sc)
-	res := &Result{Seed: seed, Extended: sc.Extended, Fenced: sc.Fenced, StrictDepartures: sc.StrictDepartures,
+	res := &Result{Seed: seed, Extended: sc.Extended, Fenced: sc.Fenced,
 		Faults: map[string]int{}}
 	for i := 0; i < sc.FaultEvents; i++ {
 		if w.fence != nil && w.fence.IntN(100) < fenceFaultPercent {

@@ -17,7 +17,6 @@ var (
 	seeds    = flag.Int("protosim.seeds", 2000, "how many fresh seeds TestSimulate plays (make soak: 100000)")
 	firstArg = flag.Uint64("protosim.first", 0, "the first fresh seed; 0 draws it at random above the corpus on every run (pin it to replay a run's range)")
 	oneSeed  = flag.Uint64("protosim.seed", 0, "replay this seed only, with its trace")
-	strict   = flag.Bool("protosim.strict-departures", false, "count also a machine whose Node was deleted under a grant and whose departure a coordinator failover lost before a pool persisted it (Scenario.StrictDepartures: an open gap)")
 	classic  = flag.Bool("protosim.classic", false, "play -protosim.seed or the -protosim.first range in classic mode (fresh seeds play the extended mode; a corpus seed replayed with -protosim.seed plays its own mode)")
 )
 
@@ -51,7 +50,7 @@ func TestSimulate(t *testing.T) {
 	if *oneSeed != 0 {
 		sc := freshScenario()
 		if e, ok := corpus.entry(*oneSeed); ok && !*classic {
-			sc = withFlags(e.scenario())
+			sc = e.scenario()
 		}
 		res := Run(*oneSeed, sc)
 		for _, line := range res.Trace {
@@ -85,15 +84,9 @@ func TestSimulate(t *testing.T) {
 // unless -protosim.classic.
 func freshScenario() Scenario {
 	if *classic {
-		return withFlags(DefaultScenario())
+		return DefaultScenario()
 	}
-	return withFlags(FencedScenario())
-}
-
-// withFlags is sc with the flags' checks (-protosim.strict-departures).
-func withFlags(sc Scenario) Scenario {
-	sc.StrictDepartures = *strict
-	return sc
+	return FencedScenario()
 }
 
 func modeName(sc Scenario) string {
@@ -124,7 +117,7 @@ type play struct {
 func (c Corpus) plays() []play {
 	out := make([]play, len(c))
 	for i, e := range c {
-		out[i] = play{e.Seed, withFlags(e.scenario())}
+		out[i] = play{e.Seed, e.scenario()}
 	}
 	return out
 }
@@ -255,9 +248,6 @@ func report(t *testing.T, res *Result) {
 	flag := ""
 	if !res.Extended {
 		flag = " -protosim.classic"
-	}
-	if res.StrictDepartures {
-		flag += " -protosim.strict-departures"
 	}
 	msg += fmt.Sprintf("\n  replay: go test ./test/protosim -run TestSimulate -protosim.seed %d%s -v", res.Seed, flag)
 	t.Error(msg)

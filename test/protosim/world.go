@@ -105,11 +105,9 @@ type World struct {
 	// x is the extended mode's model (nil in classic mode).
 	x *extWorld
 	// healed: the fault phase is over.
-	healed bool
-	// strictDepartures is Scenario.StrictDepartures.
-	strictDepartures bool
-	trace            []string
-	traceLen         int
+	healed   bool
+	trace    []string
+	traceLen int
 	// afterViolation counts the trace lines after the first violation.
 	afterViolation int
 	violations     []string

@@ -134,14 +134,20 @@ func (d *departures) all() map[string]Departure {
 
 // departedOf reads a pool's AnnotationDepartedNodes.
 func departedOf(pool *v1alpha1.UpdatePool) (map[string]v1alpha1.DepartedNode, error) {
+	return entriesOf(pool, v1alpha1.AnnotationDepartedNodes)
+}
+
+// entriesOf reads the pool's annotation key, a JSON object of
+// DepartedNode by node name (AnnotationDepartedNodes,
+// AnnotationGrantedNodes); none when it is absent.
+func entriesOf(pool *v1alpha1.UpdatePool, key string) (map[string]v1alpha1.DepartedNode, error) {
 	out := map[string]v1alpha1.DepartedNode{}
-	raw := pool.Annotations[v1alpha1.AnnotationDepartedNodes]
+	raw := pool.Annotations[key]
 	if raw == "" {
 		return out, nil
 	}
 	if err := json.Unmarshal([]byte(raw), &out); err != nil {
-		return nil, fmt.Errorf("pool %s: annotation %s: %w (a JSON object of {grant, since} by node name)",
-			pool.Name, v1alpha1.AnnotationDepartedNodes, err)
+		return nil, fmt.Errorf("pool %s: annotation %s: %w (a JSON object of {grant, uid, since} by node name)", pool.Name, key, err)
 	}
 	return out, nil
 }

@@ -37,12 +37,7 @@ func TestNodeDeletedMidUpdateKeepsCounting(t *testing.T) {
 	first, stopFirst := context.WithCancel(ctx)
 	runCoordinator(first, t, cp, dyn, prefix)
 
-	g := agents.next(t, time.Minute)
-	agents.mustReport(ctx, t, g, v1alpha1.StepRebooting)
-	gone := getNode(ctx, t, cp, g.node)
-	if err := cp.Client().CoreV1().Nodes().Delete(ctx, g.node, metav1.DeleteOptions{}); err != nil {
-		t.Fatalf("delete node %s: %v", g.node, err)
-	}
+	g, gone := deleteRebooting(ctx, t, cp, agents)
 	agents.noGrantFor(t, 3*time.Second, "while the deleted node's machine reboots")
 	waitPoolAnnotation(t, dyn, prefix, v1alpha1.AnnotationDepartedNodes, g.node, 30*time.Second)
 	waitPoolCondition(t, dyn, prefix, v1alpha1.PoolUpdating, 30*time.Second, g.node+" (Node object deleted mid-update")
@@ -104,12 +99,7 @@ func TestNodeDeletedUnderAnUnseenGrantKeepsCounting(t *testing.T) {
 	lost := newLostGrants(r.nodes)
 	runCoordinator(ctx, t, cp, dyn, prefix, func(o *coordinator.Config) { coordinator.SetNodeEventsHook(o, lost.wrap) })
 
-	g := agents.next(t, time.Minute)
-	agents.mustReport(ctx, t, g, v1alpha1.StepRebooting)
-	gone := getNode(ctx, t, cp, g.node)
-	if err := cp.Client().CoreV1().Nodes().Delete(ctx, g.node, metav1.DeleteOptions{}); err != nil {
-		t.Fatalf("delete node %s: %v", g.node, err)
-	}
+	g, gone := deleteRebooting(ctx, t, cp, agents)
 	cluster.WaitFor(t, 30*time.Second, "the tombstone of "+g.node+" delivered", func(context.Context) (bool, error) {
 		return lost.tombstoned(g.node), nil
 	})
@@ -458,4 +448,18 @@ func registerAgain(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, 
 	if _, err := cp.Client().CoreV1().Nodes().Create(ctx, back, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("register node %s again: %v", gone.Name, err)
 	}
+}
+
+// deleteRebooting takes the next grant, reports its machine Rebooting and
+// deletes its Node (a cloud controller, an admin), and returns the grant
+// and the Node as it was.
+func deleteRebooting(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, agents *agents) (grantEvent, *corev1.Node) {
+	t.Helper()
+	g := agents.next(t, time.Minute)
+	agents.mustReport(ctx, t, g, v1alpha1.StepRebooting)
+	gone := getNode(ctx, t, cp, g.node)
+	if err := cp.Client().CoreV1().Nodes().Delete(ctx, g.node, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete node %s: %v", g.node, err)
+	}
+	return g, gone
 }

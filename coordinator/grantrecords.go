@@ -37,16 +37,7 @@ import (
 
 // grantRecordsOf reads a pool's AnnotationGrantedNodes.
 func grantRecordsOf(pool *v1alpha1.UpdatePool) (map[string]v1alpha1.DepartedNode, error) {
-	out := map[string]v1alpha1.DepartedNode{}
-	raw := pool.Annotations[v1alpha1.AnnotationGrantedNodes]
-	if raw == "" {
-		return out, nil
-	}
-	if err := json.Unmarshal([]byte(raw), &out); err != nil {
-		return nil, fmt.Errorf("pool %s: annotation %s: %w (a JSON object of {grant, uid, since} by node name)",
-			pool.Name, v1alpha1.AnnotationGrantedNodes, err)
-	}
-	return out, nil
+	return entriesOf(pool, v1alpha1.AnnotationGrantedNodes)
 }
 
 // recordedDepartures are the departures the pools' grant records show: a

@@ -44,13 +44,8 @@ func TestDepartureTheLeaderNeverSawKeepsCounting(t *testing.T) {
 	first, stopFirst := context.WithCancel(ctx)
 	runCoordinator(first, t, cp, dyn, prefix, func(o *coordinator.Config) { coordinator.SetNodeEventsHook(o, deaf.wrap) })
 
-	g := agents.next(t, time.Minute)
+	g, gone := deleteRebooting(ctx, t, cp, agents)
 	waitPoolAnnotation(t, dyn, prefix, v1alpha1.AnnotationGrantedNodes, `"grant":"`+g.grant+`"`, time.Second)
-	agents.mustReport(ctx, t, g, v1alpha1.StepRebooting)
-	gone := getNode(ctx, t, cp, g.node)
-	if err := cp.Client().CoreV1().Nodes().Delete(ctx, g.node, metav1.DeleteOptions{}); err != nil {
-		t.Fatalf("delete node %s: %v", g.node, err)
-	}
 	cluster.WaitFor(t, 30*time.Second, "the delete of "+g.node+" withheld from the first leader", func(context.Context) (bool, error) {
 		return deaf.withheld(g.node), nil
 	})
@@ -122,14 +117,9 @@ func TestPoolDeletedWhileItsMachineIsDownStays(t *testing.T) {
 	first, stopFirst := context.WithCancel(ctx)
 	runCoordinator(first, t, cp, dyn, prefix)
 
-	g := agents.next(t, time.Minute)
+	g, gone := deleteRebooting(ctx, t, cp, agents)
 	if p := getPool(ctx, t, dyn, prefix); !slices.Contains(p.GetFinalizers(), v1alpha1.FinalizerGrants) {
 		t.Fatalf("pool %s recorded grant %s without the finalizer %s: %v", prefix, g.grant, v1alpha1.FinalizerGrants, p.GetFinalizers())
-	}
-	agents.mustReport(ctx, t, g, v1alpha1.StepRebooting)
-	gone := getNode(ctx, t, cp, g.node)
-	if err := cp.Client().CoreV1().Nodes().Delete(ctx, g.node, metav1.DeleteOptions{}); err != nil {
-		t.Fatalf("delete node %s: %v", g.node, err)
 	}
 	waitPoolAnnotation(t, dyn, prefix, v1alpha1.AnnotationDepartedNodes, `"grant":"`+g.grant+`"`, 30*time.Second)
 	if err := dyn.Resource(v1alpha1.UpdatePoolResource()).Delete(ctx, prefix, metav1.DeleteOptions{}); err != nil {

@@ -230,10 +230,30 @@ func (w *World) deleteRebootingNode() {
 	w.x.deletedByUID[old.UID] = old
 	w.x.unregistered[name] = maps.Clone(old.Labels)
 	delete(w.adminCordoned, name)
-	if rule.Counts(old) {
+	if rule.Counts(old) && w.machineTookGrant(name) {
 		w.x.departed[name] = old
 	}
 	w.logf("node %s deleted (machine rebooting: %v)", name, w.hosts[name].rebootAsked)
+}
+
+// machineTookGrant reports whether the machine name is mid-update: its
+// agent's state (running, else as its state directory keeps it) holds a
+// slot, or its reboot is asked for. A Node deleted under a grant whose
+// agent had not taken it is no departure: the agent checks the grant and
+// the Node's UID before every step that disrupts, so a grant on a deleted
+// object is never taken (a deposed leader's grant, written after the
+// current leader listed the Node, is the one a leader cannot see; protocol
+// simulator seed 7700004905).
+func (w *World) machineTookGrant(name string) bool {
+	if w.hosts[name].rebootAsked {
+		return true
+	}
+	a := w.agents[name]
+	st := a.store.st
+	if a.machine != nil {
+		st = a.machine.State()
+	}
+	return st.Step.HoldsSlot()
 }
 
 // registerAfterBoot registers a new Node for a machine whose Node was

@@ -15,6 +15,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -118,6 +120,14 @@ func (p *pool) reportOnFailure(log fmt.Stringer) {
 			}
 			p.t.Logf("%s: unschedulable %v, steps %v, annotations %v, pods %v; %s", name, n.Spec.Unschedulable, p.steps(name), update,
 				p.podsOn(ctx, name), p.nodes[name].Status())
+		}
+		if dyn, err := dynamic.NewForConfig(p.cp.Config()); err == nil {
+			if pool, err := dyn.Resource(v1alpha1.UpdatePoolResource()).Get(ctx, p.prefix, metav1.GetOptions{}); err == nil {
+				status, _, _ := unstructured.NestedFieldNoCopy(pool.Object, "status")
+				p.t.Logf("pool %s: annotations %v, finalizers %v, status %v", p.prefix, pool.GetAnnotations(), pool.GetFinalizers(), status)
+			} else {
+				p.t.Logf("pool %s: %v", p.prefix, err)
+			}
 		}
 		if log != nil {
 			lines := strings.Split(log.String(), "\n")

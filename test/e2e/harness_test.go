@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -127,6 +128,14 @@ func (p *pool) reportOnFailure(log fmt.Stringer) {
 				p.t.Logf("pool %s: annotations %v, finalizers %v, status %v", p.prefix, pool.GetAnnotations(), pool.GetFinalizers(), status)
 			} else {
 				p.t.Logf("pool %s: %v", p.prefix, err)
+			}
+		}
+		// The coordinator's goroutines: a reconcile stuck on a lock or a
+		// call shows here.
+		buf := make([]byte, 8<<20)
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "nodeward/coordinator.") {
+				p.t.Logf("coordinator goroutine:\n%s", g)
 			}
 		}
 		if log != nil {

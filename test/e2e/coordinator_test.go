@@ -71,17 +71,18 @@ func TestRolloutWithCoordinator(t *testing.T) {
 	p.createPool(dyn, v1alpha1.UpdatePoolSpec{OSImage: toOS, MaxUnavailable: ptr.To(intstr.FromInt32(3))})
 	p.startAgents()
 	var logs lockedBuffer
-	p.reportOnFailure(&logs)
 	// Each run is the coordinator of this test's pool only; other tests
 	// run their own on theirs.
 	coordinatorOptions := coordinatortest.Options{Pools: "coord", Resync: time.Second, Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	stop := coordinatortest.Start(t, p.cp, coordinatorOptions)
+	p.reportOnFailure(&logs)
 	// Kill the coordinator once the first nodes are done, restart it.
 	cluster.WaitFor(t, 3*time.Minute, "two nodes Done", func(ctx context.Context) (bool, error) {
 		return p.countStep(ctx, v1alpha1.StepDone) >= 2, nil
 	})
 	stop()
 	coordinatortest.Start(t, p.cp, coordinatorOptions)
+	p.reportOnFailure(&logs)
 	p.waitAllDone(3 * time.Minute)
 	for _, name := range p.names {
 		p.assertUpdated(name)

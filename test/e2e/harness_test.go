@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,6 +54,8 @@ type pool struct {
 	maxSeen        int
 	maxStaging     int                        // most nodes in step Staging at once
 	seen           map[string][]v1alpha1.Step // distinct steps per node, in order
+	// reported: reportOnFailure reported already.
+	reported atomic.Bool
 }
 
 type poolOptions struct {
@@ -100,9 +103,13 @@ func newPool(t *testing.T, prefix string, opts poolOptions) *pool {
 // reportOnFailure logs, if the test fails, every node's update annotations
 // and cordon and the tail of what log holds (the coordinator's log): a
 // rollout that stalls under load says where each node stood.
+//
+// Call it after each coordinator starts: cleanups run last-registered
+// first, so the report runs while that coordinator still runs (its
+// goroutines show), and only once.
 func (p *pool) reportOnFailure(log fmt.Stringer) {
 	p.t.Cleanup(func() {
-		if !p.t.Failed() {
+		if !p.t.Failed() || !p.reported.CompareAndSwap(false, true) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

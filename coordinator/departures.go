@@ -246,12 +246,18 @@ const departedWhy = "Node object deleted mid-update; counted until it registers 
 // departedValue is the AnnotationDepartedNodes value that records own,
 // nil (the annotation removed) when own is empty.
 func departedValue(pool *v1alpha1.UpdatePool, own map[string]v1alpha1.DepartedNode) (*string, error) {
-	if len(own) == 0 {
+	return entriesValue(pool, own, "departed nodes")
+}
+
+// entriesValue is the annotation value of entries (departed nodes, grant
+// records: what), nil (the annotation removed) when there are none.
+func entriesValue(pool *v1alpha1.UpdatePool, entries map[string]v1alpha1.DepartedNode, what string) (*string, error) {
+	if len(entries) == 0 {
 		return nil, nil
 	}
-	b, err := json.Marshal(own)
+	b, err := json.Marshal(entries)
 	if err != nil {
-		return nil, fmt.Errorf("encode departed nodes of pool %s: %w", pool.Name, err)
+		return nil, fmt.Errorf("encode %s of pool %s: %w", what, pool.Name, err)
 	}
 	value := string(b)
 	return &value, nil

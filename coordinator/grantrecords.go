@@ -133,7 +133,7 @@ func bookkeeping(pool *v1alpha1.UpdatePool, in planInput, records map[string]v1a
 		return nil, err
 	}
 	if !sameEntries(current, records) {
-		value, err := recordsValue(pool, records)
+		value, err := entriesValue(pool, records, "grant records")
 		if err != nil {
 			return nil, err
 		}
@@ -153,20 +153,6 @@ func bookkeeping(pool *v1alpha1.UpdatePool, in planInput, records map[string]v1a
 		return nil, nil
 	}
 	return w, nil
-}
-
-// recordsValue is the AnnotationGrantedNodes value of records, nil (the
-// annotation removed) when there are none.
-func recordsValue(pool *v1alpha1.UpdatePool, records map[string]v1alpha1.DepartedNode) (*string, error) {
-	if len(records) == 0 {
-		return nil, nil
-	}
-	b, err := json.Marshal(records)
-	if err != nil {
-		return nil, fmt.Errorf("encode grant records of pool %s: %w", pool.Name, err)
-	}
-	value := string(b)
-	return &value, nil
 }
 
 // grantRecord is the record of grant, to be written to v by pool at now:

@@ -80,25 +80,25 @@ func withRecorded(remembered, recorded map[string]Departure) map[string]Departur
 
 // nextGrantRecords is what pool's grant records are to be after a pass
 // that grants granted (node: its record): the records kept, less those
-// settled, plus the new ones. A record is settled once its Node (lookup),
-// the object granted, shows another grant or none and no write of it is
-// pending (pending: the grant may have landed unseen), once the machine is
-// back, or once its departure is in the pool's departed nodes (own, as the
-// pass persists them).
+// settled, plus the new ones, with the records as read (current). A
+// record is settled once its Node (lookup), the object granted, shows
+// another grant or none and no write of it is pending (pending: the grant
+// may have landed unseen), once the machine is back, or once its
+// departure is in the pool's departed nodes (own, as the pass persists
+// them).
 func nextGrantRecords(pool *v1alpha1.UpdatePool, granted map[string]v1alpha1.DepartedNode, own map[string]v1alpha1.DepartedNode,
-	pending map[string]bool, lookup func(string) *corev1.Node) (map[string]v1alpha1.DepartedNode, error) {
-	current, err := grantRecordsOf(pool)
-	if err != nil {
-		return nil, err
+	pending map[string]bool, lookup func(string) *corev1.Node) (current, next map[string]v1alpha1.DepartedNode, err error) {
+	if current, err = grantRecordsOf(pool); err != nil {
+		return nil, nil, err
 	}
-	next := map[string]v1alpha1.DepartedNode{}
+	next = map[string]v1alpha1.DepartedNode{}
 	for name, r := range current {
 		if !recordSettled(name, r, own, pending, lookup(name)) {
 			next[name] = r
 		}
 	}
 	maps.Copy(next, granted)
-	return next, nil
+	return current, next, nil
 }
 
 func recordSettled(name string, r v1alpha1.DepartedNode, own map[string]v1alpha1.DepartedNode, pending map[string]bool, n *corev1.Node) bool {
@@ -119,7 +119,7 @@ func recordSettled(name string, r v1alpha1.DepartedNode, own map[string]v1alpha1
 // finalizers when FinalizerGrants is to be added (the first record) or
 // removed (none left). A pool being deleted gets no finalizer added: the
 // API refuses it, and such a pool grants nothing.
-func bookkeeping(pool *v1alpha1.UpdatePool, in planInput, records map[string]v1alpha1.DepartedNode) (*Write, error) {
+func bookkeeping(pool *v1alpha1.UpdatePool, in planInput, current, records map[string]v1alpha1.DepartedNode) (*Write, error) {
 	set := map[string]*string{}
 	if in.departed.write {
 		value, err := departedValue(pool, in.departed.own)
@@ -127,10 +127,6 @@ func bookkeeping(pool *v1alpha1.UpdatePool, in planInput, records map[string]v1a
 			return nil, err
 		}
 		set[v1alpha1.AnnotationDepartedNodes] = value
-	}
-	current, err := grantRecordsOf(pool)
-	if err != nil {
-		return nil, err
 	}
 	if !sameEntries(current, records) {
 		value, err := entriesValue(pool, records, "grant records")
@@ -209,10 +205,10 @@ func passWrites(p *v1alpha1.UpdatePool, in planInput, plan *poolPlan, lookup fun
 		names[n] = grantName(p, n, views[n].stateGrnt)
 		granted[n] = grantRecord(views[n], names[n], in.now)
 	}
-	records, err := nextGrantRecords(p, granted, in.departed.own, in.pending, lookup)
+	current, records, err := nextGrantRecords(p, granted, in.departed.own, in.pending, lookup)
 	if err != nil {
 		return nil, nil, err
 	}
-	w, err := bookkeeping(p, in, records)
+	w, err := bookkeeping(p, in, current, records)
 	return names, w, err
 }

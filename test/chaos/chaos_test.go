@@ -23,6 +23,7 @@ import (
 
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/prom"
 	"github.com/nodeward/nodeward/test/rpmostree"
 	"github.com/nodeward/nodeward/test/sim"
 	"github.com/nodeward/nodeward/test/testenv"
@@ -244,22 +245,29 @@ func TestChaos(t *testing.T) {
 		}
 	})
 
+	// Every pool's gate: a real Prometheus scraping a series per pool.
+	pools := map[string]string{"a": "workers-a", "b": "workers-b"}
+	target := prom.NewTarget(t)
+	gate := NewGateSignal(target, prom.StartPrometheus(t, prom.PrometheusOptions{Targets: []string{target.Addr()}}),
+		[]string{cpPool, pools["a"], pools["b"]}, NodewardResume(bin.Nodeward, cp.KubeconfigPath()))
+
 	// The rollout.
 	setup := time.Since(began)
 	rolloutStart := time.Now()
 	createPool(t, dyn, cpPool, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-		{Key: controlPlaneLabel, Operator: metav1.LabelSelectorOpExists}}}, 2, func(s *v1alpha1.UpdatePoolSpec) { s.ControlPlane = true })
-	pools := map[string]string{"a": "workers-a", "b": "workers-b"}
+		{Key: controlPlaneLabel, Operator: metav1.LabelSelectorOpExists}}}, 2, func(s *v1alpha1.UpdatePoolSpec) {
+		s.ControlPlane, s.Gates = true, gate.Gates(cpPool)
+	})
 	// Pool a soaks each node and retries a blocked drain; pool b bakes a
 	// canary and forces a blocked drain (DrainPolicy switches them).
 	createPool(t, dyn, pools["a"], &metav1.LabelSelector{MatchLabels: map[string]string{PoolLabel: "a"}}, sz.maxA,
 		func(s *v1alpha1.UpdatePoolSpec) {
-			s.Soak = soak
+			s.Soak, s.Gates = soak, gate.Gates(pools["a"])
 			s.Drain = &v1alpha1.DrainSpec{Timeout: drainTimeout, OnTimeout: "Retry"}
 		})
 	createPool(t, dyn, pools["b"], &metav1.LabelSelector{MatchLabels: map[string]string{PoolLabel: "b"}}, sz.maxB,
 		func(s *v1alpha1.UpdatePoolSpec) {
-			s.Canary = &v1alpha1.Canary{Nodes: ptr.To(intstr.FromInt(1)), Bake: soak}
+			s.Canary, s.Gates = &v1alpha1.Canary{Nodes: ptr.To(intstr.FromInt(1)), Bake: soak}, gate.Gates(pools["b"])
 			s.Drain = &v1alpha1.DrainSpec{Timeout: drainTimeout, OnTimeout: "Force"}
 		})
 	cluster.WaitFor(t, 3*time.Minute, "a first grant", func(context.Context) (bool, error) {
@@ -276,7 +284,7 @@ func TestChaos(t *testing.T) {
 	plan := Plan(seed, sz.faults, sz.targetChanges, sz.gapMin, sz.gapMax)
 	in := &Injector{CP: cp, Client: cp.Client(), Dynamic: dyn, Watcher: w, Machines: machines, Replicas: replicas,
 		Workers: workers, WorkerPools: pools, Pools: []string{cpPool, pools["a"], pools["b"]}, NewTarget: secondTarg,
-		PinNamespace: pinNS, Log: log}
+		PinNamespace: pinNS, Gate: gate, Log: log}
 	faultsStart := time.Now()
 	records, err := in.Run(runCtx, plan)
 	if err != nil {
@@ -336,11 +344,25 @@ func TestChaos(t *testing.T) {
 		t.Errorf("seed %d: VIOLATION %s", seed, v)
 	}
 	if !converged {
-		t.Errorf("seed %d: the rollout did not converge within %s of the last fault's undo: %s", seed, sz.converge, why)
+		t.Errorf("seed %d: the rollout did not converge within %s of the last fault's undo: %s%s", seed, sz.converge, why, halts(in))
 	}
 	if t.Failed() {
 		t.Logf("replay: %s", replay)
 	}
+}
+
+// halts lists the pools left halted, for a run that did not converge.
+func halts(in *Injector) string {
+	var out string
+	for _, name := range in.Pools {
+		p, err := in.pool(context.Background(), name)
+		if err != nil {
+			out += fmt.Sprintf("; pool %s: %v", name, err)
+		} else if h := p.Annotations[v1alpha1.AnnotationHalted]; h != "" {
+			out += fmt.Sprintf("; pool %s halted: %s", name, h)
+		}
+	}
+	return out
 }
 
 func later(a, b time.Time) time.Time {

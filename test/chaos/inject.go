@@ -41,7 +41,9 @@ type Injector struct {
 	NewTarget string
 	// PinNamespace holds the PDB-blocking pods.
 	PinNamespace string
-	Log          func(format string, args ...any)
+	// Gate is the signal every pool's gate reads.
+	Gate *GateSignal
+	Log  func(format string, args ...any)
 
 	mu      sync.Mutex
 	records []*Record
@@ -202,6 +204,7 @@ func faultInjectors() map[Kind]faultInjector {
 		DeleteNodeRebooting: (*Injector).deleteNodeRebooting,
 		RecreatePool:        (*Injector).recreatePool,
 		DrainPolicy:         (*Injector).switchDrainPolicy,
+		GateFail:            (*Injector).gateFail,
 	}
 }
 

@@ -62,18 +62,23 @@ const (
 	// which agents must refuse (the grant's leader term, docs/protocol.md
 	// "Fencing").
 	PauseLeader Kind = "pause-leader"
+	// GateFail: a pool's gate (a query on a real Prometheus) fails for
+	// Hold: grants wait, and a node soaking or a canary baking meanwhile
+	// halts the pool; the undo makes it pass again and resumes the pool
+	// with `nodeward resume` if it was halted.
+	GateFail Kind = "gate-fail"
 )
 
 // Kinds lists every kind, in report order.
 func Kinds() []Kind {
 	return []Kind{KillAgent, KillLeader, KillAPIServer, KillEtcd, Relabel, LowerMaxUnavailable, ChangeTarget,
-		AdminCordon, PreDrainHook, PDBBlock, DeleteNodeRebooting, RecreatePool, DrainPolicy, PauseLeader}
+		AdminCordon, PreDrainHook, PDBBlock, DeleteNodeRebooting, RecreatePool, DrainPolicy, PauseLeader, GateFail}
 }
 
 // early are the kinds whose first fault Plan places in the first 60% of
 // the run, with the target changes: each needs nodes in flight (a granted
 // node about to reboot, a pool with grants out, drains under way).
-var earlyKinds = []Kind{DeleteNodeRebooting, RecreatePool, DrainPolicy}
+var earlyKinds = []Kind{DeleteNodeRebooting, RecreatePool, DrainPolicy, GateFail}
 
 // weights of the kinds drawn after each kind has had its turn;
 // ChangeTarget is placed explicitly.
@@ -83,7 +88,7 @@ var weights = []struct {
 }{
 	{KillAgent, 6}, {KillLeader, 2}, {KillAPIServer, 2}, {KillEtcd, 2}, {Relabel, 3},
 	{LowerMaxUnavailable, 1}, {AdminCordon, 3}, {PreDrainHook, 3}, {PDBBlock, 2},
-	{DeleteNodeRebooting, 2}, {RecreatePool, 1}, {DrainPolicy, 2}, {PauseLeader, 1},
+	{DeleteNodeRebooting, 2}, {RecreatePool, 1}, {DrainPolicy, 2}, {PauseLeader, 1}, {GateFail, 2},
 }
 
 // holds bounds each kind's Hold.
@@ -102,6 +107,9 @@ var holds = map[Kind][2]time.Duration{
 	// Longer than the coordinators' 10 s Lease, so the other replica
 	// takes over while the leader is stopped.
 	PauseLeader: {12 * time.Second, 16 * time.Second},
+	// How long the gate fails: longer than pool a's soak, so that a node
+	// soaking when it begins sees it fail.
+	GateFail: {3 * time.Second, 10 * time.Second},
 }
 
 // Fault is one planned fault.

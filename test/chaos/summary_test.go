@@ -55,8 +55,8 @@ func summarize(sz size, seed int64, replay string, nodes int, setup, firstGrant 
 	}
 	fmt.Fprintf(&b, "watcher: %d node events, %d pool events, %d watch gaps, %d grants checked, %d reboots checked (%d unverified), %d finalizations after a gap (steps unverified)\n",
 		st.NodeEvents, st.PoolEvents, st.Gaps, st.Grants, st.RebootsChecked, st.RebootsUnverified, st.StepsUnverified)
-	fmt.Fprintf(&b, "watcher: %d Nodes deleted holding a grant (counted until they served again), %d PDB-blocked pods forced under Force\n",
-		st.Departures, st.PinsForced)
+	fmt.Fprintf(&b, "watcher: %d Nodes deleted holding a grant (counted until they served again), %d PDB-blocked pods forced under Force, %d halts (a gate that failed during a soak)\n",
+		st.Departures, st.PinsForced, st.Halts)
 	fmt.Fprintf(&b, "most disrupted at once: control-plane %d (limit 1), workers-a %d (limit %d at start), workers-b %d (limit %d at start)\n",
 		st.MaxDisrupted[cpPool], st.MaxDisrupted["workers-a"], sz.maxA, st.MaxDisrupted["workers-b"], sz.maxB)
 	boots, kills, exits := 0, 0, 0

@@ -129,6 +129,7 @@ type Watcher struct {
 	deleted    map[string]bool           // names whose Node was deleted once
 	violations []Violation
 	cpOver     bool // more than one control-plane node disrupted right now
+	halts      haltLog
 	stats      Stats
 	synced     chan struct{}
 	syncedN    int
@@ -295,6 +296,9 @@ func (w *Watcher) observeNode(rec *nodeRec, old, cur *corev1.Node, gap bool) {
 	if old != nil {
 		if g := cur.Annotations[keyGrant]; g != "" && g != old.Annotations[keyGrant] {
 			w.checkGrant(rec, cur, g, now, gap)
+			if !gap { // a relist's resourceVersion is not the grant's write
+				w.halts.grant(w.issuingPool(rec, cur), cur.Name, g, parseRV(cur.ResourceVersion), now)
+			}
 		}
 	}
 	w.checkControlPlane(now)
@@ -391,13 +395,17 @@ func (r *nodeRec) memberOf(p string) bool {
 	return a[keyGrant] != "" && a[keyGrantPool] == p
 }
 
-func (w *Watcher) checkGrant(rec *nodeRec, cur *corev1.Node, grant string, now time.Time, gap bool) {
-	// The issuing pool judges its grant; a grant without grant-pool is
-	// judged by the pool selecting the node.
-	name := cur.Annotations[keyGrantPool]
-	if name == "" {
-		name = rec.pool
+// issuingPool is the pool that judges cur's grant: the one named by
+// grant-pool, else the one selecting the node.
+func (w *Watcher) issuingPool(rec *nodeRec, cur *corev1.Node) string {
+	if name := cur.Annotations[keyGrantPool]; name != "" {
+		return name
 	}
+	return rec.pool
+}
+
+func (w *Watcher) checkGrant(rec *nodeRec, cur *corev1.Node, grant string, now time.Time, gap bool) {
+	name := w.issuingPool(rec, cur)
 	p := w.pools[name]
 	if p == nil {
 		w.grantOfNoPool(cur, name, grant, now)

@@ -240,3 +240,83 @@ func TestWatcherForcedUnderRetry(t *testing.T) {
 		t.Fatalf("%d pins forced under Force, want 2 (u1, u2)", st.PinsForced)
 	}
 }
+
+// halt sets (or, with "", removes) a pool's halt annotation and delivers
+// the change.
+func (h *watcherHarness) halt(pool, value string) {
+	p := h.pools[pool]
+	if value == "" {
+		delete(p.Annotations, keyHalted)
+	} else {
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[keyHalted] = value
+	}
+	h.deliverPool(pool, watch.Modified)
+}
+
+// A grant for the config a pool is halted for is a violation from the
+// halt's resourceVersion to the resume's, however late the pool watch
+// delivers either; a grant for another config (the target changed), one
+// written before the halt, and one after the resume are not.
+func TestWatcherGrantWhileHalted(t *testing.T) {
+	h := newWatcherHarness(t)
+	h.pool("a", inA, 5, false)
+	for _, n := range []string{"n1", "n2", "n3", "n4", "n5"} {
+		h.node(n, maps.Clone(inA))
+	}
+	h.grant("n1", "nodeward-0123456789ab-1700000000-1", "a")
+	h.halt("a", "nodeward-0123456789ab:gate failed while n1 soaked")
+	h.grant("n2", "nodeward-ffffffffffff-1700000001-2", "a") // another config: the target changed
+	h.expect()
+	h.grant("n3", "nodeward-0123456789ab-1700000002-3", "a")
+	h.halt("a", "")
+	h.grant("n4", "nodeward-0123456789ab-1700000003-4", "a")
+	h.expect(VHaltIgnored)
+	if v := h.w.Violations()[0]; !slices.Equal(v.Nodes, []string{"n3"}) {
+		t.Fatalf("violation %v: want n3", v)
+	}
+
+	// The pool watch delivers the halt after the node watch delivered a
+	// grant written after it: judged by resourceVersion, still a violation.
+	h.rv++ // the halt's write
+	halted := h.rv
+	h.grant("n5", "nodeward-0123456789ab-1700000004-5", "a")
+	p := *h.pools["a"]
+	p.Annotations = map[string]string{keyHalted: "nodeward-0123456789ab:late"}
+	p.ResourceVersion = strconv.Itoa(halted)
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.w.poolEvent(watch.Modified, &unstructured.Unstructured{Object: obj})
+	h.expect(VHaltIgnored, VHaltIgnored)
+	if st := h.w.Stats(); st.Halts != 2 {
+		t.Errorf("%d halts counted, want 2", st.Halts)
+	}
+}
+
+// A halt removed in a watch gap ends, for the watcher, where the pool was
+// last seen before the gap; one that began in the gap, where it was seen
+// after it.
+func TestWatcherHaltAcrossGap(t *testing.T) {
+	h := newWatcherHarness(t)
+	h.pool("a", inA, 2, false)
+	h.node("n1", maps.Clone(inA))
+	h.node("n2", maps.Clone(inA))
+	h.halt("a", "nodeward-0123456789ab:gate failed")
+	h.rv += 5 // the resume, unseen
+	h.grant("n1", "nodeward-0123456789ab-1700000000-1", "a")
+	// The relist shows the pool without its halt.
+	h.rv++
+	p := *h.pools["a"]
+	p.Annotations = nil
+	p.ResourceVersion = strconv.Itoa(h.rv)
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.w.replacePools([]runtime.Object{&unstructured.Unstructured{Object: obj}}, true)
+	h.expect()
+}

@@ -70,18 +70,19 @@ func (w *Watcher) poolsOf(n *corev1.Node) []string {
 	return out
 }
 
-func (w *Watcher) replacePools(objs []runtime.Object, _ bool) {
+func (w *Watcher) replacePools(objs []runtime.Object, gap bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	seen := map[string]bool{}
 	for _, o := range objs {
-		if name := w.applyPool(o); name != "" {
+		if name := w.applyPool(o, gap); name != "" {
 			seen[name] = true
 		}
 	}
 	for name := range w.pools {
 		if !seen[name] {
 			w.dropPool(name)
+			w.halts.poolGone(name, 0) // deleted in the gap, at a revision unknown
 		}
 	}
 	w.remember()
@@ -94,15 +95,17 @@ func (w *Watcher) poolEvent(t watch.EventType, obj runtime.Object) {
 	if t == watch.Deleted {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			w.dropPool(u.GetName())
+			w.halts.poolGone(u.GetName(), parseRV(u.GetResourceVersion()))
 		}
 	} else {
-		w.applyPool(obj)
+		w.applyPool(obj, false)
 	}
 	w.remember()
 }
 
-// applyPool records a pool's selector, target and maxUnavailable history.
-func (w *Watcher) applyPool(obj runtime.Object) string {
+// applyPool records a pool's selector, target, maxUnavailable history and
+// halt; gap: learned from a relist.
+func (w *Watcher) applyPool(obj runtime.Object, gap bool) string {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return ""
@@ -127,6 +130,7 @@ func (w *Watcher) applyPool(obj runtime.Object) string {
 		w.pools[pool.Name] = p
 	}
 	p.selector, p.controlPlane, p.target = sel, pool.Spec.ControlPlane, pool.Spec.OSImage
+	w.halts.poolHalt(pool.Name, pool.Annotations[keyHalted], parseRV(pool.ResourceVersion), w.opts.Now(), gap)
 	w.trackPolicy(pool.Name, &pool, false)
 	mu := pool.Spec.MaxUnavailable
 	if n := len(p.history); n == 0 || !sameIntStr(p.history[n-1].max, mu) {

@@ -29,10 +29,12 @@ type watcherHarness struct {
 	now   time.Time
 	rv    int
 	nodes map[string]*corev1.Node
+	pools map[string]*v1alpha1.UpdatePool
 }
 
 func newWatcherHarness(t *testing.T) *watcherHarness {
-	h := &watcherHarness{t: t, now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC), nodes: map[string]*corev1.Node{}}
+	h := &watcherHarness{t: t, now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC), nodes: map[string]*corev1.Node{},
+		pools: map[string]*v1alpha1.UpdatePool{}}
 	h.w = NewWatcher(WatcherOptions{Now: func() time.Time { return h.now }, Log: t.Logf})
 	return h
 }
@@ -47,11 +49,23 @@ func (h *watcherHarness) pool(name string, selector map[string]string, maxUnavai
 		Spec: v1alpha1.UpdatePoolSpec{NodeSelector: &metav1.LabelSelector{MatchLabels: selector}, OSImage: "os-2",
 			ControlPlane: controlPlane, MaxUnavailable: ptr.To(intstr.FromInt(maxUnavailable))},
 	}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+	h.pools[name] = p
+	h.deliverPool(name, watch.Modified)
+}
+
+// deliverPool delivers an event of the pool's current object at the next
+// resourceVersion.
+func (h *watcherHarness) deliverPool(name string, t watch.EventType) {
+	h.t.Helper()
+	h.rv++
+	p := *h.pools[name] // UpdatePool has no DeepCopy: ObjectMeta's would be promoted
+	p.Annotations = maps.Clone(p.Annotations)
+	p.ResourceVersion = strconv.Itoa(h.rv)
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&p)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.w.poolEvent(watch.Modified, &unstructured.Unstructured{Object: obj})
+	h.w.poolEvent(t, &unstructured.Unstructured{Object: obj})
 }
 
 // node creates a node with labels.

@@ -36,6 +36,9 @@ type Stats struct {
 	// Departures counts Nodes deleted holding an unfinished grant;
 	// PinsForced the PDB-blocked pods a drain removed under Force.
 	Departures, PinsForced int
+	// Halts counts the halts seen on the pools (a gate that failed while
+	// a node soaked).
+	Halts int
 }
 
 // CheckDrained is called when node's machine goes down (before the agent
@@ -110,11 +113,13 @@ func scheduledAt(p *corev1.Pod) time.Time {
 	return time.Time{}
 }
 
-// Violations returns a copy of every violation recorded so far.
+// Violations returns a copy of every violation recorded so far, the
+// grants written while their pool was halted last (judged on the whole
+// record: see watcher_halts.go).
 func (w *Watcher) Violations() []Violation {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return slices.Clone(w.violations)
+	return append(slices.Clone(w.violations), w.halts.violations()...)
 }
 
 // Stats returns a copy of the counters.
@@ -122,6 +127,7 @@ func (w *Watcher) Stats() Stats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.stats
+	s.Halts = len(w.halts.spans)
 	s.MaxDisrupted = map[string]int{}
 	for k, v := range w.stats.MaxDisrupted {
 		s.MaxDisrupted[k] = v

@@ -108,7 +108,7 @@ func (p *Prometheus) waitReady(ctx context.Context, proc *cluster.Process, targe
 	expr := fmt.Sprintf("count(up{job=%q})", job)
 	return cluster.Poll(ctx, "a first scrape of every target", 100*time.Millisecond, []*cluster.Process{proc},
 		func(ctx context.Context) (bool, error) {
-			got, err := p.value(ctx, expr)
+			got, err := p.Value(ctx, expr)
 			return err == nil && got == float64(targets), err
 		})
 }
@@ -213,7 +213,7 @@ func (p *Prometheus) WaitAlert(t testing.TB, name string, state promv1.AlertStat
 func (p *Prometheus) WaitValue(t testing.TB, expr string, want float64, timeout time.Duration) {
 	t.Helper()
 	p.wait(t, fmt.Sprintf("%s == %g", expr, want), timeout, func(ctx context.Context) (bool, error) {
-		got, err := p.value(ctx, expr)
+		got, err := p.Value(ctx, expr)
 		if err != nil {
 			return false, err
 		}
@@ -224,8 +224,8 @@ func (p *Prometheus) WaitValue(t testing.TB, expr string, want float64, timeout 
 	})
 }
 
-// value is the one sample (or the scalar) the instant query expr returns.
-func (p *Prometheus) value(ctx context.Context, expr string) (float64, error) {
+// Value is the one sample (or the scalar) the instant query expr returns.
+func (p *Prometheus) Value(ctx context.Context, expr string) (float64, error) {
 	v, _, _, err := p.api.Query(ctx, expr, time.Time{})
 	if err != nil {
 		return 0, err

@@ -152,9 +152,12 @@ func (in *Injector) pdbBlock(ctx context.Context, r *Record, seq int) error {
 	return nil
 }
 
-// boundPod waits up to 10 s for the pinned pod to be bound to node and
-// returns its UID ("" when it is not: the node was cordoned first, and the
-// pod blocks nothing, or the scheduler is slow after a crash).
+// boundPod waits up to 10 s for the pinned pod to run on node and returns
+// its UID ("" when it does not: the node was cordoned first, and the pod
+// blocks nothing, or the scheduler is slow after a crash). Running, not
+// only bound: the eviction API lets a Pending pod go whatever its budget
+// says, so a pod evicted before its kubelet started it was never a
+// blocker (seed 4242 once counted one as forced under Retry).
 func (in *Injector) boundPod(ctx context.Context, node string, labels map[string]string) string {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
@@ -164,7 +167,7 @@ func (in *Injector) boundPod(ctx context.Context, node string, labels map[string
 		cancel()
 		if err == nil {
 			for _, p := range pods.Items {
-				if p.Spec.NodeName == node && p.DeletionTimestamp == nil {
+				if p.Spec.NodeName == node && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
 					return string(p.UID)
 				}
 			}

@@ -17,9 +17,10 @@ import (
 // gauge the run serves, one series per pool. GateFail turns a pool's
 // series to failing for the fault's hold: grants wait meanwhile, and a
 // node soaking (or a canary baking) then halts the pool. The undo turns
-// the series back, waits until Prometheus answers with it, and resumes
-// the pool with the real `nodeward resume` as an operator would, if it
-// was halted.
+// the series back, waits until Prometheus answers with it, and, if the
+// pool was halted, leaves the halt alone for haltReview (only the halt
+// holds grants then) before resuming the pool with the real `nodeward
+// resume`, as an operator would.
 
 // gateMetric is the gauge each pool's gate queries.
 const gateMetric = "chaos_gate_ok"
@@ -113,9 +114,15 @@ func (in *Injector) gateFail(ctx context.Context, r *Record, _ int) error {
 	return nil
 }
 
+// haltReview is how long a halt stays after the gate passes again before
+// the operator resumes the pool: the time in which only the halt stops
+// grants, which a coordinator that lost it would spend granting.
+const haltReview = 5 * time.Second
+
 // resumeAfterGate waits until Prometheus serves r's pool series as
-// passing, then for as long as a gate evaluation begun before may still
-// end (and the pass after it), resuming the pool whenever it is halted.
+// passing, then, for as long as a gate evaluation begun before may still
+// end (and the pass after it), resumes the pool haltReview after it is
+// seen halted.
 func (in *Injector) resumeAfterGate(ctx context.Context, r *Record) error {
 	v, err := in.Gate.Prom.Value(ctx, in.Gate.query(r.Victim))
 	if err != nil {
@@ -124,26 +131,33 @@ func (in *Injector) resumeAfterGate(ctx context.Context, r *Record) error {
 	if v != 1 {
 		return fmt.Errorf("the gate of %s reads %v, not 1 yet", r.Victim, v)
 	}
+	var haltedAt time.Time
 	resumed := 0
-	for end := time.Now().Add(gateTimeout + 3*time.Second); time.Now().Before(end) && ctx.Err() == nil; sleep(ctx, 500*time.Millisecond) {
+	for end := time.Now().Add(gateTimeout + 3*time.Second); ctx.Err() == nil; sleep(ctx, 500*time.Millisecond) {
 		p, err := in.pool(ctx, r.Victim)
 		if err != nil {
 			return fmt.Errorf("read pool %s: %w", r.Victim, err)
 		}
 		halt := p.Annotations[v1alpha1.AnnotationHalted]
-		if halt == "" {
-			continue
+		switch {
+		case halt == "" && time.Now().After(end):
+			if resumed == 0 {
+				in.setDetail(r, "not halted")
+			}
+			return nil
+		case halt == "":
+		case haltedAt.IsZero():
+			haltedAt = time.Now()
+		case time.Since(haltedAt) >= haltReview:
+			if err := in.Gate.Resume(ctx, r.Victim); err != nil {
+				return err
+			}
+			resumed++
+			haltedAt = time.Time{}
+			in.setDetail(r, fmt.Sprintf("halted (%s): resumed %s after the gate passed again", halt, haltReview))
 		}
-		if err := in.Gate.Resume(ctx, r.Victim); err != nil {
-			return err
-		}
-		resumed++
-		in.setDetail(r, fmt.Sprintf("halted (%s): resumed", halt))
 	}
-	if resumed == 0 {
-		in.setDetail(r, "not halted")
-	}
-	return nil
+	return ctx.Err()
 }
 
 // setDetail sets r's detail under the lock the run's log reads it with.

@@ -74,7 +74,10 @@ func Open(opts Options) (*Reader, error) {
 	}
 	r := &Reader{file: f, buf: make([]byte, recordMax)}
 	if opts.FromEnd {
-		if err := r.skipToEnd(); err != nil {
+		// Reading to the end, rather than seeking there, tells the reader
+		// the sequence number it stands at: a flood that overtakes it
+		// before its first record is then counted too.
+		if err := r.ReadAvailable(func(Record) {}); err != nil {
 			f.Close()
 			return nil, err
 		}
@@ -121,18 +124,16 @@ func (r *Reader) Next(ctx context.Context) (Record, error) {
 			return Record{}, err
 		}
 		r.account(rec.Seq)
-		if (r.skip && rec.Seq <= r.after) || rec.SinceBoot < r.cutoff || !rec.Kernel() {
-			continue
+		if r.wanted(rec) {
+			return rec, nil
 		}
-		return rec, nil
 	}
 }
 
-// skipToEnd reads every record the ring buffer holds now, without waiting,
-// so that the reader knows the sequence number it stands at: a flood that
-// overtakes it before its first record is then counted too (a seek to the
-// end would not say where that is).
-func (r *Reader) skipToEnd() error {
+// ReadAvailable hands handle every record Next would return that the
+// ring buffer holds now, without waiting for more: the catch-up of a
+// reader that starts, before it waits with Next.
+func (r *Reader) ReadAvailable(handle func(Record)) error {
 	raw, err := r.file.SyscallConn()
 	if err != nil {
 		return fmt.Errorf("read the kernel log: %w", err)
@@ -152,14 +153,22 @@ func (r *Reader) skipToEnd() error {
 		case errors.Is(rerr, unix.EPIPE), errors.Is(rerr, unix.EINTR):
 			continue
 		case rerr != nil:
-			return fmt.Errorf("read the kernel log to its end: %w", rerr)
+			return fmt.Errorf("read the kernel log: %w", rerr)
 		}
 		rec, err := Parse(r.buf[:n])
 		if err != nil {
 			return err
 		}
-		r.lastSeq, r.seen = rec.Seq, true
+		r.account(rec.Seq)
+		if r.wanted(rec) {
+			handle(rec)
+		}
 	}
+}
+
+// wanted: the kernel's own record, past the start the options set.
+func (r *Reader) wanted(rec Record) bool {
+	return rec.Kernel() && !(r.skip && rec.Seq <= r.after) && rec.SinceBoot >= r.cutoff
 }
 
 // account counts the records between the last one read and seq as lost.

@@ -76,8 +76,10 @@ func DefaultConfig() Config {
 func DefaultTaintPolicy() []TaintPolicy {
 	rows := make([]TaintPolicy, 0, len(probeKinds))
 	for _, k := range probeKinds {
-		rows = append(rows, TaintPolicy{Condition: k.condition, Key: v1alpha1.GroupName + "/" + k.taint,
-			Effect: corev1.TaintEffectNoSchedule})
+		for _, c := range k.conditions {
+			rows = append(rows, TaintPolicy{Condition: c.condition, Key: v1alpha1.GroupName + "/" + c.taint,
+				Effect: corev1.TaintEffectNoSchedule})
+		}
 	}
 	return rows
 }

@@ -22,9 +22,9 @@ const (
 )
 
 var diskKind = probeKind{
-	name: diskName, condition: diskCondition, taint: "disk-pressure",
+	name: diskName, conditions: []conditionRow{{diskCondition, "disk-pressure"}},
 	section: func(c *Config) section { return &c.Disk },
-	build:   func(c *Config, env *Env) Probe { return NewDiskProbe(c.Disk, env) },
+	build:   func(c *Config, env *Env) []Probe { return []Probe{NewDiskProbe(c.Disk, env)} },
 }
 
 // DiskConfig: free bytes and inodes of the filesystems holding Paths.

@@ -23,9 +23,9 @@ const (
 )
 
 var memoryKind = probeKind{
-	name: memoryName, condition: memoryCondition, taint: "memory-pressure",
+	name: memoryName, conditions: []conditionRow{{memoryCondition, "memory-pressure"}},
 	section: func(c *Config) section { return &c.Memory },
-	build:   func(c *Config, env *Env) Probe { return NewMemoryProbe(c.Memory, c.ProcRoot, env) },
+	build:   func(c *Config, env *Env) []Probe { return []Probe{NewMemoryProbe(c.Memory, c.ProcRoot, env)} },
 }
 
 // MemoryConfig: MemAvailable and memory PSI.

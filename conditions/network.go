@@ -26,14 +26,14 @@ const (
 )
 
 var networkKind = probeKind{
-	name: networkName, condition: networkCondition, taint: "network-unavailable",
+	name: networkName, conditions: []conditionRow{{networkCondition, "network-unavailable"}},
 	section: func(c *Config) section { return &c.Network },
-	build: func(c *Config, env *Env) Probe {
+	build: func(c *Config, env *Env) []Probe {
 		var opts []NetworkOption
 		if env != nil {
 			opts = env.NetworkOptions
 		}
-		return NewNetworkProbe(c.Network, env, opts...)
+		return []Probe{NewNetworkProbe(c.Network, env, opts...)}
 	},
 }
 

@@ -22,9 +22,9 @@ const (
 )
 
 var pidsKind = probeKind{
-	name: pidsName, condition: pidsCondition, taint: "pid-pressure",
+	name: pidsName, conditions: []conditionRow{{pidsCondition, "pid-pressure"}},
 	section: func(c *Config) section { return &c.PIDs },
-	build:   func(c *Config, env *Env) Probe { return NewPIDsProbe(c.PIDs, c.ProcRoot, env) },
+	build:   func(c *Config, env *Env) []Probe { return []Probe{NewPIDsProbe(c.PIDs, c.ProcRoot, env)} },
 }
 
 // PIDsConfig: processes against min(pid_max, threads-max).

@@ -25,14 +25,20 @@ var probeKinds = []probeKind{
 type probeKind struct {
 	// name names the probe in metrics and logs, and its config section.
 	name string
-	// condition is the node condition type the probe decides.
+	// conditions are the node condition types the kind's probes decide,
+	// one probe each, in the order build returns them.
+	conditions []conditionRow
+	// section is the kind's part of a Config.
+	section func(*Config) section
+	// build makes the probes of a valid cfg whose section is enabled.
+	build func(cfg *Config, env *Env) []Probe
+}
+
+// conditionRow is one condition of a probe kind and its default taint.
+type conditionRow struct {
 	condition corev1.NodeConditionType
 	// taint is the name under nodeward.io/ of the default policy row.
 	taint string
-	// section is the kind's part of a Config.
-	section func(*Config) section
-	// build makes the probe of a valid cfg whose section is enabled.
-	build func(cfg *Config, env *Env) Probe
 }
 
 // section is one probe's part of the configuration.
@@ -83,7 +89,7 @@ func Probes(cfg Config, env *Env) []Probe {
 	var out []Probe
 	for _, k := range probeKinds {
 		if k.section(&cfg).enabled() {
-			out = append(out, k.build(&cfg, env))
+			out = append(out, k.build(&cfg, env)...)
 		}
 	}
 	return out

@@ -20,17 +20,32 @@ import (
 // list of health conditions (shared with the coordinator) agree, in order.
 func TestProbeConditionsAreTheHealthConditions(t *testing.T) {
 	t.Parallel()
+	type row struct {
+		kind      string
+		condition corev1.NodeConditionType
+	}
+	cfg := DefaultConfig()
 	var conds []corev1.NodeConditionType
+	var rows []row // of the kinds enabled by default
 	for _, k := range probeKinds {
-		conds = append(conds, k.condition)
+		for _, c := range k.conditions {
+			conds = append(conds, c.condition)
+			if k.section(&cfg).enabled() {
+				rows = append(rows, row{k.name, c.condition})
+			}
+		}
 	}
 	if want := v1alpha1.HealthConditions(); !slices.Equal(conds, want) {
 		t.Errorf("probe conditions %v, want v1alpha1.HealthConditions() %v", conds, want)
 	}
-	cfg := DefaultConfig()
-	for i, p := range Probes(cfg, nil) {
-		if p.Name() != probeKinds[i].name || p.Condition() != probeKinds[i].condition {
-			t.Errorf("probe %d is %s for %s, its kind says %s for %s", i, p.Name(), p.Condition(), probeKinds[i].name, probeKinds[i].condition)
+	probes := Probes(cfg, nil)
+	defer Close(probes)
+	if len(probes) != len(rows) {
+		t.Fatalf("%d probes by default, want %d", len(probes), len(rows))
+	}
+	for i, p := range probes {
+		if p.Name() != rows[i].kind || p.Condition() != rows[i].condition {
+			t.Errorf("probe %d is %s for %s, its kind says %s for %s", i, p.Name(), p.Condition(), rows[i].kind, rows[i].condition)
 		}
 	}
 }

@@ -29,9 +29,9 @@ const (
 )
 
 var runtimeKind = probeKind{
-	name: runtimeName, condition: runtimeCondition, taint: "runtime-unavailable",
+	name: runtimeName, conditions: []conditionRow{{runtimeCondition, "runtime-unavailable"}},
 	section: func(c *Config) section { return &c.Runtime },
-	build:   func(c *Config, env *Env) Probe { return NewRuntimeProbe(c.Runtime, env) },
+	build:   func(c *Config, env *Env) []Probe { return []Probe{NewRuntimeProbe(c.Runtime, env)} },
 }
 
 // RuntimeConfig: the container runtime's CRI socket.

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -96,11 +98,11 @@ func locateUnknownField(name string, data []byte, decodeErr error) error {
 	return &ParseError{File: name, Err: decodeErr}
 }
 
-// unknownKeys reports the first key of object that is none of known.
-// encoding/json matches names case-insensitively, and NPD decodes with it,
-// so this does too.
+// unknownKeys reports the first key of object, in sorted order so the
+// report is stable, that is none of known. encoding/json matches names
+// case-insensitively, and NPD decodes with it, so this does too.
 func unknownKeys(name, prefix string, object map[string]json.RawMessage, known []string) error {
-	for key := range object {
+	for _, key := range slices.Sorted(maps.Keys(object)) {
 		if lookupKnown(key, known) {
 			continue
 		}

@@ -31,6 +31,7 @@ type Config struct {
 	PIDs    PIDsConfig    `json:"pids"`
 	Network NetworkConfig `json:"network"`
 	Runtime RuntimeConfig `json:"runtime"`
+	Kernel  KernelConfig  `json:"kernel"`
 
 	// Taints maps conditions to the taints applied while they are True.
 	Taints []TaintPolicy `json:"taints"`

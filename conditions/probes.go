@@ -19,6 +19,7 @@ var probeKinds = []probeKind{
 	pidsKind,
 	networkKind,
 	runtimeKind,
+	kernelKind,
 }
 
 // probeKind describes one probe for the list above.
@@ -64,6 +65,9 @@ type Env struct {
 	// Log receives what probes say once (the runtime endpoint found);
 	// slog.Default when nil.
 	Log *slog.Logger
+	// Events receives the Warning Events of temporary kernel problems (an
+	// OOM kill, an oops); nil drops them.
+	Events func(reason, message string)
 	// RuntimeRoot prefixes the paths of the runtime socket candidates:
 	// tests lay a host's /run out under a temporary directory.
 	RuntimeRoot string

@@ -1,6 +1,10 @@
 package v1alpha1
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+)
 
 // GroupName is the API group of nodeward's own resources and the default
 // prefix of its annotations, labels and taint keys.
@@ -33,6 +37,13 @@ const (
 	ConditionPIDPressure        corev1.NodeConditionType = "NodewardPIDPressure"
 	ConditionNetworkUnavailable corev1.NodeConditionType = "NodewardNetworkUnavailable"
 	ConditionRuntimeUnavailable corev1.NodeConditionType = "NodewardRuntimeUnavailable"
+	// ConditionKernelDeadlock: the kernel logged a task hung in
+	// uninterruptible sleep (node-problem-detector's KernelDeadlock).
+	ConditionKernelDeadlock corev1.NodeConditionType = "NodewardKernelDeadlock"
+	// ConditionReadonlyFilesystem: the kernel remounted a filesystem
+	// read-only or shut it down after an error, and it still is
+	// (node-problem-detector's ReadonlyFilesystem).
+	ConditionReadonlyFilesystem corev1.NodeConditionType = "NodewardReadonlyFilesystem"
 )
 
 // HealthConditions lists nodeward's host-health condition types; True means
@@ -44,6 +55,8 @@ func HealthConditions() []corev1.NodeConditionType {
 		ConditionPIDPressure,
 		ConditionNetworkUnavailable,
 		ConditionRuntimeUnavailable,
+		ConditionKernelDeadlock,
+		ConditionReadonlyFilesystem,
 	}
 }
 
@@ -66,10 +79,5 @@ const (
 // IsHealthCondition reports whether t is one of nodeward's host-health
 // condition types.
 func IsHealthCondition(t corev1.NodeConditionType) bool {
-	switch t {
-	case ConditionMemoryPressure, ConditionDiskPressure, ConditionPIDPressure,
-		ConditionNetworkUnavailable, ConditionRuntimeUnavailable:
-		return true
-	}
-	return false
+	return slices.Contains(HealthConditions(), t)
 }

@@ -88,6 +88,11 @@ func TestPackagesImportOneWay(t *testing.T) {
 		// The health gates, used by the coordinator: a leaf on the API
 		// types and the Prometheus client.
 		"gate": {"api/kube", "hostexec", "machineconfig", "atomicfile", "silence", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
+		// The kernel log, read by the agent's kernel probes: two leaves,
+		// the /dev/kmsg reader and node-problem-detector's rule format,
+		// neither knowing the other nor anything of nodeward.
+		"kmsg":        {"kernelrules", "api/v1alpha1", "api/kube", "hostexec", "machineconfig", "atomicfile", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
+		"kernelrules": {"kmsg", "api/v1alpha1", "api/kube", "hostexec", "machineconfig", "atomicfile", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
 		// Test libraries. test/cluster (control plane, CRDs, the nodeward
 		// build) is imported by the tests of daemon (from inside package
 		// daemon), drain and api/kube: it must link neither the agent nor

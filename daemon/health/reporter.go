@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/api/v1alpha1"
@@ -69,6 +71,9 @@ type Reporter struct {
 	lease     *LeaseRenewer
 	nodes     conditions.NodeCache
 	changed   <-chan struct{}
+	// events records the Warning Events of temporary kernel problems on
+	// the Node.
+	events *kube.Recorder
 }
 
 // New validates cfg and builds the reporter over the agent's shared copy of
@@ -97,8 +102,13 @@ func New(cfg Config, nodes conditions.NodeCache, nodeChanged <-chan struct{}) (*
 		cfg.Now = time.Now
 	}
 	metrics := conditions.NewMetrics(cfg.Registerer)
+	events := cfg.Client.NewRecorder(context.Background(), corev1.EventSource{Component: "nodeward-agent", Host: cfg.NodeName},
+		kube.RecorderOptions{Log: cfg.Log})
+	// Node events refer to the node by name, as the kubelet's do.
+	nodeRef := &corev1.ObjectReference{Kind: "Node", Name: cfg.NodeName, UID: types.UID(cfg.NodeName), APIVersion: "v1"}
 	probes := conditions.Probes(cfg.Config, &conditions.Env{Registerer: cfg.Registerer, Now: cfg.Now,
-		NetworkOptions: cfg.NetworkOptions, Log: cfg.Log})
+		NetworkOptions: cfg.NetworkOptions, Log: cfg.Log,
+		Events: func(reason, message string) { events.Event(nodeRef, corev1.EventTypeWarning, reason, message) }})
 	r := &Reporter{
 		probes: probes,
 		monitor: conditions.NewMonitor(conditions.MonitorConfig{Probes: probes, Hysteresis: cfg.Config.Hysteresis,
@@ -110,6 +120,7 @@ func New(cfg Config, nodes conditions.NodeCache, nodeChanged <-chan struct{}) (*
 		}),
 		nodes:   nodes,
 		changed: nodeChanged,
+		events:  events,
 	}
 	r.lease = NewLeaseRenewer(LeaseConfig{Client: cfg.Client, Node: cfg.NodeName,
 		Interval: cfg.LeaseRenewInterval, Owner: nodes.Latest, Log: cfg.Log, Now: cfg.Now})
@@ -132,6 +143,7 @@ func (r *Reporter) Ready() (bool, string) {
 // synced, so that the Lease is created owned by the Node.
 func (r *Reporter) Run(ctx context.Context) error {
 	defer conditions.Close(r.probes)
+	defer r.events.Shutdown(kube.RecorderFlushTimeout)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)

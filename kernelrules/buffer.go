@@ -11,7 +11,10 @@ type lineBuffer struct {
 	slots  []string
 	filled []bool
 	next   int // slot the next message goes to; also the oldest slot
-	text   string
+	// text is the joined buffer, made on demand: most rules match the
+	// newest line alone.
+	text  string
+	stale bool
 }
 
 func newLineBuffer(size int) *lineBuffer {
@@ -22,11 +25,16 @@ func (b *lineBuffer) push(message string) {
 	b.slots[b.next] = message
 	b.filled[b.next] = true
 	b.next = (b.next + 1) % len(b.slots)
-	b.text = strings.Join(b.ordered(), "\n")
+	b.stale = true
 }
 
 // joined is the buffer's text as of the last push.
-func (b *lineBuffer) joined() string { return b.text }
+func (b *lineBuffer) joined() string {
+	if b.stale {
+		b.text, b.stale = strings.Join(b.ordered(), "\n"), false
+	}
+	return b.text
+}
 
 // ordered returns the slots oldest first.
 func (b *lineBuffer) ordered() []string {

@@ -39,6 +39,9 @@ type stream struct {
 type compiledRule struct {
 	rule    Rule
 	pattern *regexp.Regexp
+	// singleLine: every match lies within the newest line (singleline.go),
+	// which is matched alone.
+	singleLine bool
 }
 
 // NewMatcher builds a matcher for files, which should come from Parse or
@@ -66,7 +69,7 @@ func newStream(file *File) *stream {
 		if err != nil {
 			continue
 		}
-		s.rules = append(s.rules, compiledRule{rule: rule, pattern: pattern})
+		s.rules = append(s.rules, compiledRule{rule: rule, pattern: pattern, singleLine: singleLine(rule.Pattern)})
 	}
 	return s
 }
@@ -88,13 +91,20 @@ func (m *Matcher) Match(message string) []Match {
 
 func (s *stream) match(message string, matches []Match) []Match {
 	s.buffer.push(message)
-	joined := s.buffer.joined()
 	for _, r := range s.rules {
-		loc := r.pattern.FindStringIndex(joined)
-		if loc == nil {
-			continue
+		var lines []string
+		if r.singleLine {
+			if !r.pattern.MatchString(message) {
+				continue
+			}
+			lines = []string{message}
+		} else {
+			loc := r.pattern.FindStringIndex(s.buffer.joined())
+			if loc == nil {
+				continue
+			}
+			lines = s.buffer.linesFrom(loc[0])
 		}
-		lines := s.buffer.linesFrom(loc[0])
 		matches = append(matches, Match{
 			Source:  s.source,
 			Rule:    r.rule,

@@ -7,7 +7,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodeward/nodeward/daemon"
-	"github.com/nodeward/nodeward/kernelrules"
 	"github.com/nodeward/nodeward/kmsg"
 	"github.com/nodeward/nodeward/test/cluster"
 	"github.com/nodeward/nodeward/test/kernelevents"
@@ -70,16 +69,6 @@ func BenchmarkKernelLogReader(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(read)/b.Elapsed().Seconds(), "records/s")
 	b.ReportMetric(0, "ns/op")
-}
-
-// BenchmarkKernelRules: messages a second matched against nodeward's
-// default rules (one op is one message, a kernel line that matches none).
-func BenchmarkKernelRules(b *testing.B) {
-	rules := kernelrules.NewMatcher(kernelrules.Defaults())
-	msg := "EXT4-fs (vda): mounted filesystem 5a4f0e2c-8b1d-4c1a-9f3e-2d6b7c8a9e10 r/w with ordered data mode. Quota mode: none."
-	for b.Loop() {
-		rules.Match(msg)
-	}
 }
 
 // countRecords is how many records of any facility the ring buffer holds.

@@ -3,6 +3,8 @@ package conditions
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -169,5 +171,47 @@ func markerSeq(t *testing.T, r *kmsg.Reader, dev string) uint64 {
 		if strings.Contains(rec.Message, dev+": detected capacity change") {
 			return rec.Seq
 		}
+	}
+}
+
+// The kernel logs before it acts (ext4 prints "Remounting filesystem
+// read-only" before it marks the filesystem so): a re-check that finds the
+// mount still read-write right after the record keeps the problem for
+// recheckSettle; once a re-check has seen it read-only, read-write clears
+// it at once.
+func TestKernelRecheckWaitsForTheCause(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mounts := func(opts string) {
+		line := "36 25 7:0 / /mnt rw,relatime shared:1 - ext4 /dev/loop7 " + opts + "\n"
+		if err := os.WriteFile(filepath.Join(root, "1", "mountinfo"), []byte(line), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	cfg := DefaultConfig().Kernel
+	l := newKernelLog(cfg, root, &Env{Now: func() time.Time { return now }})
+	l.start.Do(func() {}) // no reader: records are handed in below
+	cond := v1alpha1.ConditionReadonlyFilesystem
+	mounts("rw,errors=remount-ro")
+	l.handle(kmsg.Record{Message: "EXT4-fs (loop7): Remounting filesystem read-only"})
+	if s := l.sample(context.Background(), cond); s.Verdict != Unhealthy {
+		t.Fatalf("right after the record, mount not read-only yet: %+v, want Unhealthy", s)
+	}
+	now = now.Add(recheckSettle + time.Second)
+	if s := l.sample(context.Background(), cond); s.Verdict != Healthy {
+		t.Fatalf("read-only never seen within %s: %+v, want Healthy", recheckSettle, s)
+	}
+
+	l.handle(kmsg.Record{Message: "EXT4-fs (loop7): Remounting filesystem read-only"})
+	mounts("rw,errors=remount-ro,emergency_ro")
+	if s := l.sample(context.Background(), cond); s.Verdict != Unhealthy {
+		t.Fatalf("mount emergency_ro: %+v, want Unhealthy", s)
+	}
+	mounts("rw,errors=remount-ro")
+	if s := l.sample(context.Background(), cond); s.Verdict != Healthy {
+		t.Fatalf("seen read-only, now read-write: %+v, want Healthy at once", s)
 	}
 }

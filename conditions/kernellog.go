@@ -52,7 +52,14 @@ type kernelProblem struct {
 	// re-check of its mounts; empty when it names none.
 	device string
 	at     time.Time
+	// confirmed: a re-check has seen the cause (the mount read-only).
+	confirmed bool
 }
+
+// recheckSettle is how long a problem whose cause a re-check has not seen
+// yet is kept: a problem clears only once its cause was seen and is gone,
+// or was never seen in this long.
+const recheckSettle = 5 * time.Second
 
 type kernelMetrics struct {
 	records  prometheus.Counter
@@ -194,7 +201,14 @@ func (l *kernelLog) sample(ctx context.Context, cond corev1.NodeConditionType) S
 		if err != nil {
 			return unknown(s, "RecheckFailed", fmt.Errorf("re-check %s on %q: %w", p.reason, p.device, err))
 		}
-		if holds {
+		switch {
+		case holds:
+			p.confirmed = true
+			held = append(held, p)
+		case !p.confirmed && s.At.Sub(p.at) < recheckSettle:
+			// The kernel logs before it acts: ext4 prints "Remounting
+			// filesystem read-only" before it marks the filesystem so. A
+			// cause not seen yet is given recheckSettle to show.
 			held = append(held, p)
 		}
 	}

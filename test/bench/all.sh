@@ -21,6 +21,8 @@ run() {
 }
 run health go test ./test/bench/health -run '^$' -bench 'BenchmarkNetwork|BenchmarkDisk' -benchtime 20x -timeout 20m
 run memory go test ./test/bench/health -run '^$' -bench BenchmarkMemory -benchtime 10x -timeout 20m -v
+run kernel go test ./test/bench/health -run '^$' -bench BenchmarkKernel -benchtime 20x -timeout 20m
+run kernelrules go test ./kernelrules -run '^$' -bench BenchmarkMatch -count 3
 NODEWARD_BENCH_IDLE=5m run idle go test ./test/bench/health -run '^$' -bench AgentIdle -benchtime 1x -timeout 20m -v
 run drain go test ./test/bench/drain -run '^$' -bench . -benchtime 1x -timeout 30m -v
 run update go test ./test/bench/update -run '^$' -bench UnavailableWindow -benchtime 2x -timeout 20m

@@ -119,6 +119,21 @@ func TestKernelReadonlyFilesystem(t *testing.T) {
 	waitKernelCondition(t, mon, v1alpha1.ConditionReadonlyFilesystem, corev1.ConditionFalse)
 }
 
+// An XFS filesystem the kernel shuts down sets ReadonlyFilesystem (reason
+// XFSShutdown) until it is unmounted.
+func TestKernelXFSShutdown(t *testing.T) {
+	mon := kernelMonitor(t, &kernelEvents{})
+	fs := kernelevents.NewXFS(t)
+	waitKernelCondition(t, mon, v1alpha1.ConditionReadonlyFilesystem, corev1.ConditionFalse)
+	fs.Fail(t)
+	c := waitKernelCondition(t, mon, v1alpha1.ConditionReadonlyFilesystem, corev1.ConditionTrue)
+	if c.Reason != "XFSShutdown" || !strings.Contains(c.Message, "XFS ("+fs.Device+")") {
+		t.Errorf("condition %+v: want reason XFSShutdown naming %s", c, fs.Device)
+	}
+	fs.Unmount(t)
+	waitKernelCondition(t, mon, v1alpha1.ConditionReadonlyFilesystem, corev1.ConditionFalse)
+}
+
 // A process's line that copies the kernel's message (even with a priority
 // prefix of facility 0) changes nothing: no condition, no Event.
 func TestKernelLookAlikeChangesNothing(t *testing.T) {

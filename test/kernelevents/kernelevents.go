@@ -1,6 +1,6 @@
 // Package kernelevents makes the kernel log real problems for tests: an
 // ext4 filesystem on a loop device that the kernel remounts read-only after
-// an error, and records written to /dev/kmsg by a process (look-alikes,
+// an error, an XFS filesystem the kernel shuts down, and records written to /dev/kmsg by a process (look-alikes,
 // floods). Everything it makes is torn down when the test ends. It needs
 // root: outside CI the tests skip, in CI they fail (testenv.RequireRoot).
 package kernelevents
@@ -34,34 +34,44 @@ func Lock(t testing.TB) {
 	t.Cleanup(func() { f.Close() }) // closing the file releases the lock
 }
 
-// Ext4 is an ext4 filesystem in a file, attached to a loop device and
-// mounted with errors=remount-ro.
-type Ext4 struct {
+// Filesystem is a filesystem in a file, attached to a loop device and
+// mounted (ext4 with errors=remount-ro, or XFS).
+type Filesystem struct {
 	// Device is the loop device's name, as the kernel names it in its log
 	// ("loop3"); Mount is where it is mounted.
 	Device, Mount string
-	path          string
+	fstype, path  string
 	mounted       bool
 }
 
-// NewExt4 makes, attaches and mounts a 32 MiB ext4 filesystem; t's cleanup
-// unmounts and detaches it.
-func NewExt4(t testing.TB) *Ext4 {
+// NewExt4 makes, attaches and mounts a 32 MiB ext4 filesystem mounted with
+// errors=remount-ro; t's cleanup unmounts and detaches it.
+func NewExt4(t testing.TB) *Filesystem {
+	return newFilesystem(t, "ext4", 32<<20, "mkfs.ext4", []string{"-q", "-F"}, "errors=remount-ro")
+}
+
+// NewXFS makes, attaches and mounts a 320 MiB XFS filesystem (the
+// smallest mkfs.xfs makes); t's cleanup unmounts and detaches it.
+func NewXFS(t testing.TB) *Filesystem {
+	return newFilesystem(t, "xfs", 320<<20, "mkfs.xfs", []string{"-q", "-f"}, "")
+}
+
+func newFilesystem(t testing.TB, fstype string, size int64, mkfs string, mkfsArgs []string, options string) *Filesystem {
 	t.Helper()
 	testenv.RequireRoot(t)
-	mkfs := testenv.RequireBinary(t, "mkfs.ext4")
+	mkfs = testenv.RequireBinary(t, mkfs)
 	losetup := testenv.RequireBinary(t, "losetup")
 	dir := t.TempDir()
 	img := filepath.Join(dir, "fs.img")
 	if err := os.WriteFile(img, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Truncate(img, 32<<20); err != nil {
+	if err := os.Truncate(img, size); err != nil {
 		t.Fatal(err)
 	}
-	run(t, mkfs, "-q", "-F", img)
+	run(t, mkfs, append(mkfsArgs, img)...)
 	dev := strings.TrimSpace(run(t, losetup, "--find", "--show", img))
-	fs := &Ext4{Device: filepath.Base(dev), Mount: filepath.Join(dir, "mnt"), path: dev}
+	fs := &Filesystem{Device: filepath.Base(dev), Mount: filepath.Join(dir, "mnt"), fstype: fstype, path: dev}
 	t.Cleanup(func() {
 		fs.Unmount(t)
 		if out, err := exec.Command(losetup, "-d", dev).CombinedOutput(); err != nil {
@@ -71,34 +81,33 @@ func NewExt4(t testing.TB) *Ext4 {
 	if err := os.Mkdir(fs.Mount, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Mount(dev, fs.Mount, "ext4", 0, "errors=remount-ro"); err != nil {
-		t.Fatalf("mount %s on %s: %v", dev, fs.Mount, err)
+	if err := unix.Mount(dev, fs.Mount, fstype, 0, options); err != nil {
+		t.Fatalf("mount %s (%s) on %s: %v", dev, fstype, fs.Mount, err)
 	}
 	fs.mounted = true
 	return fs
 }
 
-// Fail makes the kernel report an ext4 error on the filesystem
+// Fail makes the kernel fail the filesystem: an ext4 error
 // (/sys/fs/ext4/<dev>/trigger_fs_error), which remounts it read-only and
-// logs "EXT4-fs (<dev>): Remounting filesystem read-only".
-func (fs *Ext4) Fail(t testing.TB) {
+// logs "EXT4-fs (<dev>): Remounting filesystem read-only"; an XFS
+// shutdown (xfs_io -x -c shutdown), which logs "XFS (<dev>): ... Shutting
+// down filesystem."
+func (fs *Filesystem) Fail(t testing.TB) {
 	t.Helper()
-	path := filepath.Join("/sys/fs/ext4", fs.Device, "trigger_fs_error")
-	if err := os.WriteFile(path, []byte("nodeward test"), 0); err != nil {
-		t.Fatalf("fail %s: %v", fs.Device, err)
-	}
-}
-
-// RemountReadWrite makes the filesystem writable again.
-func (fs *Ext4) RemountReadWrite(t testing.TB) {
-	t.Helper()
-	if err := unix.Mount(fs.path, fs.Mount, "ext4", unix.MS_REMOUNT, "errors=remount-ro"); err != nil {
-		t.Fatalf("remount %s read-write: %v", fs.Mount, err)
+	switch fs.fstype {
+	case "ext4":
+		path := filepath.Join("/sys/fs/ext4", fs.Device, "trigger_fs_error")
+		if err := os.WriteFile(path, []byte("nodeward test"), 0); err != nil {
+			t.Fatalf("fail %s: %v", fs.Device, err)
+		}
+	case "xfs":
+		run(t, testenv.RequireBinary(t, "xfs_io"), "-x", "-c", "shutdown", fs.Mount)
 	}
 }
 
 // Unmount unmounts the filesystem, once.
-func (fs *Ext4) Unmount(t testing.TB) {
+func (fs *Filesystem) Unmount(t testing.TB) {
 	t.Helper()
 	if !fs.mounted {
 		return

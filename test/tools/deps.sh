@@ -19,8 +19,10 @@ test | bench)
 	# dbus-daemon: the fake logind; systemd-container, mmdebstrap, zstd:
 	# test/hostmode's systemd-nspawn machines; prometheus: promtool and the
 	# real Prometheus the health gates are tested on (test/prom);
-	# prometheus-alertmanager: the real Alertmanager the silences are.
-	pkgs=(containerd runc containernetworking-plugins iproute2 dbus-daemon util-linux systemd-container mmdebstrap zstd prometheus prometheus-alertmanager)
+	# prometheus-alertmanager: the real Alertmanager the silences are;
+	# e2fsprogs, xfsprogs: the ext4 and XFS filesystems the kernel-log tests
+	# make fail on loop devices (test/kernelevents).
+	pkgs=(containerd runc containernetworking-plugins iproute2 dbus-daemon util-linux systemd-container mmdebstrap zstd prometheus prometheus-alertmanager e2fsprogs xfsprogs)
 	# prometheus-node-exporter: the agent's RSS is measured beside it
 	# (test/bench/health, BenchmarkAgentIdle).
 	if [[ ${1:-test} == bench ]]; then

@@ -59,11 +59,16 @@ type KernelConfig struct {
 	// set KernelDeadlock and ReadonlyFilesystem.
 	RuleFiles []string `json:"ruleFiles,omitempty"`
 	// Lookback: on start, records the kernel logged this long before are
-	// read too, so that a problem logged just before a restart is found.
+	// read too, so that a problem logged just before a restart is found;
+	// 0 reads only what is logged after the start.
 	Lookback metav1.Duration `json:"lookback"`
 	// Interval is how often a permanent problem's cause is re-checked (a
 	// filesystem read-write again clears ReadonlyFilesystem).
 	Interval metav1.Duration `json:"interval"`
+	// CursorFile keeps, across agent restarts within one boot, which
+	// record was last reported, so that the look-back sends no Event
+	// twice. Empty: none; the agent uses <state-dir>/kernel-log-cursor.
+	CursorFile string `json:"cursorFile,omitempty"`
 }
 
 func (c *KernelConfig) enabled() bool { return c.Enabled }

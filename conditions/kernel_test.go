@@ -46,28 +46,37 @@ func (e *kernelEvents) find(reason, contains string) bool {
 	return false
 }
 
-// kernelMonitor runs the kernel probes (their look-back a millisecond) under a
+// kernelMonitor runs the kernel probes (no look-back) under a
 // monitor with a short quiet period, until the test ends.
 func kernelMonitor(t *testing.T, events *kernelEvents) *Monitor {
 	t.Helper()
-	testenv.RequireRoot(t)
 	kernelevents.Lock(t)
+	mon, _ := startKernelMonitor(t, events, func(*KernelConfig) {})
+	return mon
+}
+
+// startKernelMonitor runs the kernel probes, configured by more, under a
+// monitor until stop (or the test's end).
+func startKernelMonitor(t *testing.T, events *kernelEvents, more func(*KernelConfig)) (*Monitor, func()) {
+	t.Helper()
+	testenv.RequireRoot(t)
 	cfg := DefaultConfig()
 	cfg.Kernel.Enabled = true
-	cfg.Kernel.Lookback = metav1.Duration{Duration: time.Millisecond} // not the records of the test before
+	cfg.Kernel.Lookback = metav1.Duration{} // none: not the records of the test before
 	cfg.Kernel.Interval = metav1.Duration{Duration: 200 * time.Millisecond}
+	more(&cfg.Kernel)
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	probes := buildKernelProbes(&cfg, &Env{Events: events.add})
-	t.Cleanup(func() { Close(probes) })
 	mon := NewMonitor(MonitorConfig{Probes: probes,
 		Hysteresis: HysteresisConfig{BadSamples: 1, QuietPeriod: metav1.Duration{Duration: 300 * time.Millisecond}}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); mon.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return mon
+	stop := sync.OnceFunc(func() { cancel(); <-done; Close(probes) })
+	t.Cleanup(stop)
+	return mon, stop
 }
 
 // waitKernelCondition waits up to 10 s for cond to have status.
@@ -132,6 +141,41 @@ func TestKernelXFSShutdown(t *testing.T) {
 	}
 	fs.Unmount(t)
 	waitKernelCondition(t, mon, v1alpha1.ConditionReadonlyFilesystem, corev1.ConditionFalse)
+}
+
+// A restarted agent reads the look-back again: the read-only filesystem
+// logged before is found again, but the Ext4Error Event it already sent is
+// not sent twice (the cursor file); without the cursor it would be.
+func TestKernelRestartSendsNoEventTwice(t *testing.T) {
+	kernelevents.Lock(t)
+	cursor := filepath.Join(t.TempDir(), "kernel-log-cursor")
+	fs := kernelevents.NewExt4(t)
+	first := &kernelEvents{}
+	mon, stop := startKernelMonitor(t, first, func(c *KernelConfig) { c.CursorFile = cursor })
+	waitKernelCondition(t, mon, v1alpha1.ConditionReadonlyFilesystem, corev1.ConditionFalse)
+	fs.Fail(t)
+	waitKernelCondition(t, mon, v1alpha1.ConditionReadonlyFilesystem, corev1.ConditionTrue)
+	if !first.find("Ext4Error", "device "+fs.Device) {
+		t.Fatalf("no Ext4Error event naming %s: %v", fs.Device, first.seen)
+	}
+	stop()
+
+	lookback := func(c *KernelConfig) { c.Lookback.Duration = time.Minute }
+	again := &kernelEvents{}
+	mon, stop = startKernelMonitor(t, again, func(c *KernelConfig) { lookback(c); c.CursorFile = cursor })
+	waitKernelCondition(t, mon, v1alpha1.ConditionReadonlyFilesystem, corev1.ConditionTrue)
+	stop()
+	if again.find("Ext4Error", "device "+fs.Device) {
+		t.Errorf("the restarted agent sent the Ext4Error event again: %v", again.seen)
+	}
+
+	noCursor := &kernelEvents{}
+	mon, stop = startKernelMonitor(t, noCursor, lookback)
+	waitKernelCondition(t, mon, v1alpha1.ConditionReadonlyFilesystem, corev1.ConditionTrue)
+	stop()
+	if !noCursor.find("Ext4Error", "device "+fs.Device) {
+		t.Errorf("without a cursor the look-back sent no Ext4Error event: the test proves nothing: %v", noCursor.seen)
+	}
 }
 
 // A process's line that copies the kernel's message (even with a priority

@@ -43,6 +43,11 @@ type kernelLog struct {
 	wakes    map[corev1.NodeConditionType]chan<- struct{}
 	// lastSeq is the sequence number of the last kernel record handled.
 	lastSeq uint64
+	// cursor keeps lastSeq across restarts; reported is the sequence
+	// number up to which temporary problems were already reported (by this
+	// agent or the one before it in this boot).
+	cursor   kernelCursor
+	reported uint64
 }
 
 // kernelProblem is one permanent problem the kernel logged.
@@ -69,6 +74,7 @@ type kernelMetrics struct {
 func newKernelLog(cfg KernelConfig, procRoot string, env *Env) *kernelLog {
 	files := cfg.ruleFiles()
 	l := &kernelLog{cfg: cfg, procRoot: procRoot, rules: kernelrules.NewMatcher(files...),
+		cursor:   newKernelCursor(cfg.CursorFile, procRoot),
 		defaults: map[corev1.NodeConditionType]kernelrules.Condition{}, now: env.now(),
 		log: slog.Default(), events: func(string, string) {}, done: make(chan struct{}),
 		problems: map[corev1.NodeConditionType][]kernelProblem{}, wakes: map[corev1.NodeConditionType]chan<- struct{}{}}
@@ -111,7 +117,20 @@ func newKernelLog(cfg KernelConfig, procRoot string, env *Env) *kernelLog {
 // first sample answers; then reads on in the background until close.
 func (l *kernelLog) ensureStarted() {
 	l.start.Do(func() {
-		r, err := kmsg.Open(kmsg.Options{Lookback: l.cfg.Lookback.Duration})
+		seq, ok, err := l.cursor.load()
+		if err != nil {
+			l.log.Warn("kernel log: temporary problems of the look-back may be reported again", "err", err)
+		}
+		if ok {
+			l.mu.Lock()
+			l.reported = seq
+			l.mu.Unlock()
+		}
+		// No look-back is no record from before the start, by sequence
+		// number: the kernel's clock and CLOCK_MONOTONIC differ by
+		// milliseconds, which only a look-back of minutes can ignore.
+		opts := kmsg.Options{Lookback: l.cfg.Lookback.Duration, FromEnd: l.cfg.Lookback.Duration == 0}
+		r, err := kmsg.Open(opts)
 		if err == nil {
 			err = r.ReadAvailable(l.handle)
 		}
@@ -157,12 +176,23 @@ func (l *kernelLog) handle(rec kmsg.Record) {
 	l.metrics.records.Inc()
 	l.mu.Lock()
 	l.lastSeq = rec.Seq
+	// A record the agent before this one handled in this boot: its
+	// permanent problems are found again, its Events were sent.
+	reported := rec.Seq <= l.reported
 	l.mu.Unlock()
 	for _, m := range l.rules.Match(rec.Message) {
-		l.metrics.problems.WithLabelValues(m.Rule.Reason, string(m.Rule.Type)).Inc()
 		if m.Rule.Type == kernelrules.Temporary {
-			l.events(m.Rule.Reason, m.Message)
+			if !reported {
+				l.metrics.problems.WithLabelValues(m.Rule.Reason, string(m.Rule.Type)).Inc()
+				l.events(m.Rule.Reason, m.Message)
+				if err := l.cursor.save(rec.Seq); err != nil {
+					l.log.Warn("kernel log", "err", err)
+				}
+			}
 			continue
+		}
+		if !reported {
+			l.metrics.problems.WithLabelValues(m.Rule.Reason, string(m.Rule.Type)).Inc()
 		}
 		cond := npdConditions()[m.Rule.Condition]
 		l.mu.Lock()

@@ -34,7 +34,7 @@ func TestHealthKernelReadonlyFilesystem(t *testing.T) {
 	}
 	cfg := fixtureConfig(host.root)
 	cfg.Kernel.Enabled = true
-	cfg.Kernel.Lookback.Duration = time.Millisecond
+	cfg.Kernel.Lookback.Duration = 0
 	cfg.Kernel.Interval.Duration = 200 * time.Millisecond
 	kernelevents.Lock(t)
 	startHealth(t, cp.Config(), node, cfg, nil)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"time"
 
@@ -85,6 +86,9 @@ func (o *agentOptions) run(cmd *cobra.Command, g *globals) error {
 	watchdog, err := systemd.WatchdogInterval()
 	if err != nil {
 		return err
+	}
+	if cfg.Kernel.CursorFile == "" {
+		cfg.Kernel.CursorFile = filepath.Join(o.stateDir, "kernel-log-cursor")
 	}
 	agentCfg := daemon.Config{
 		RestConfig: restConfig, NodeName: o.nodeName,

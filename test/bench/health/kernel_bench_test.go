@@ -25,7 +25,7 @@ func BenchmarkKernelRecordToTaint(b *testing.B) {
 	node := cp.CreateNodes(b, cluster.NodeSpec{Prefix: "bench-kernel", Count: 1})[0]
 	cfg := benchConfig()
 	cfg.Kernel.Enabled = true
-	cfg.Kernel.Lookback.Duration = time.Millisecond
+	cfg.Kernel.Lookback.Duration = 0
 	cfg.Kernel.Interval.Duration = 100 * time.Millisecond
 	runHealth(b, daemon.Config{RestConfig: cp.Config(), NodeName: node, Health: &daemon.HealthConfig{Conditions: cfg}})
 	changes := taintWatcher(b, cp.Client(), node, "nodeward.io/readonly-filesystem")

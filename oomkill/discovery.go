@@ -1,0 +1,318 @@
+package oomkill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// dirMask: a directory's watch sees its cgroup's children come and go,
+// and itself removed (IN_IGNORED, always reported).
+// A v1 cgroup can be renamed: a move is a removal and a creation.
+const dirMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_TO | unix.IN_MOVED_FROM | unix.IN_ONLYDIR
+
+// rootRetry is how often a vanished root is looked for.
+const rootRetry = time.Second
+
+// cgroup is one watched cgroup.
+type cgroup struct {
+	path string
+	dir  int32    // inotify watch of the directory
+	file *os.File // the counter's file (memory.oom_control, memory.events.local)
+	last uint64   // the counter when last read
+
+	efd    int   // v1: the eventfd the kernel signals; -1 on v2
+	events int32 // v2: inotify watch of the counter's file; -1 on v1
+
+	// v1: when to read the counter again after a wake-up, see v1.go.
+	recheckAt, recheckUntil time.Time
+	recheckStep             time.Duration
+}
+
+// loop is the state of one Run, owned by its goroutine.
+type loop struct {
+	w     *Watcher
+	ctx   context.Context
+	kills chan<- Kill
+
+	ep, in, wake int
+	byPath       map[string]*cgroup
+	byWatch      map[int32]*cgroup // directory and v2 counter watches
+	byFD         map[int]*cgroup   // v1 eventfds
+	rechecks     map[*cgroup]struct{}
+	rootRetry    time.Time
+}
+
+func (w *Watcher) open(ctx context.Context, kills chan<- Kill) (*loop, error) {
+	l := &loop{w: w, ctx: ctx, kills: kills, ep: -1, in: -1, wake: -1,
+		byPath: map[string]*cgroup{}, byWatch: map[int32]*cgroup{},
+		byFD: map[int]*cgroup{}, rechecks: map[*cgroup]struct{}{}}
+	var err error
+	if l.ep, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("oomkill: create epoll: %w", err)
+	}
+	if l.in, err = unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK); err != nil {
+		l.close()
+		return nil, fmt.Errorf("oomkill: create inotify: %w", err)
+	}
+	if l.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		l.close()
+		return nil, fmt.Errorf("oomkill: create eventfd: %w", err)
+	}
+	for _, fd := range []int{l.in, l.wake} {
+		if err := l.poll(fd); err != nil {
+			l.close()
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+func (l *loop) poll(fd int) error {
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+	if err := unix.EpollCtl(l.ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		return fmt.Errorf("oomkill: epoll fd %d: %w", fd, err)
+	}
+	return nil
+}
+
+func (l *loop) close() {
+	for _, cg := range l.byPath {
+		l.forget(cg)
+	}
+	for _, fd := range []int{l.wake, l.in, l.ep} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+}
+
+// add watches the cgroup at path, if not yet, and its descendants. fresh
+// says the cgroup appeared while Run was running: its counter started at
+// zero, and a kill before the watch began is reported. A cgroup already
+// watched has its counter read again (after an inotify overflow).
+func (l *loop) add(path string, fresh bool) error {
+	cg := l.byPath[path]
+	if cg == nil {
+		wd, err := unix.InotifyAddWatch(l.in, path, dirMask)
+		if err != nil {
+			return fmt.Errorf("watch the directory: %w", err)
+		}
+		cg = &cgroup{path: path, dir: int32(wd), efd: -1, events: -1}
+		l.byPath[path], l.byWatch[cg.dir] = cg, cg
+		l.w.watched.Add(1)
+		if err := l.attach(cg); err != nil {
+			// The directory stays watched for its children.
+			l.problem(cg, "watch the OOM-kill counter", err)
+		} else if !fresh {
+			l.check(cg, false)
+		}
+	}
+	if cg.file != nil {
+		l.check(cg, true)
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return fmt.Errorf("list the cgroup's children: %w", err)
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			child := filepath.Join(path, e.Name())
+			if err := l.add(child, fresh); err != nil && !gone(err) {
+				l.problem(&cgroup{path: child}, "watch a cgroup", err)
+			}
+		}
+	}
+	return nil
+}
+
+// attach starts the version's notification of the counter.
+func (l *loop) attach(cg *cgroup) error {
+	if l.w.version == V1 {
+		return l.attachV1(cg)
+	}
+	return l.attachV2(cg)
+}
+
+// remove stops watching the cgroup at path and its descendants.
+func (l *loop) remove(path string) {
+	for p, cg := range l.byPath {
+		if p == path || strings.HasPrefix(p, path+"/") {
+			l.forget(cg)
+		}
+	}
+	if path == l.w.root {
+		l.w.log.Warn("the OOM-kill watcher's root cgroup was removed; looking for it again", "root", path)
+		l.rootRetry = time.Now().Add(rootRetry)
+	}
+}
+
+// forget drops cg's state and watches.
+func (l *loop) forget(cg *cgroup) {
+	unix.InotifyRmWatch(l.in, uint32(cg.dir))
+	if cg.events >= 0 {
+		unix.InotifyRmWatch(l.in, uint32(cg.events))
+	}
+	if cg.efd >= 0 {
+		unix.EpollCtl(l.ep, unix.EPOLL_CTL_DEL, cg.efd, nil)
+		unix.Close(cg.efd)
+		delete(l.byFD, cg.efd)
+	}
+	if cg.file != nil {
+		cg.file.Close()
+	}
+	if l.byWatch[cg.dir] == cg {
+		delete(l.byWatch, cg.dir)
+	}
+	if cg.events >= 0 && l.byWatch[cg.events] == cg {
+		delete(l.byWatch, cg.events)
+	}
+	delete(l.rechecks, cg)
+	if l.byPath[cg.path] == cg {
+		delete(l.byPath, cg.path)
+		l.w.watched.Add(-1)
+	}
+}
+
+// readInotify handles every event queued.
+func (l *loop) readInotify() {
+	var buf [16 << 10]byte
+	for {
+		n, err := unix.Read(l.in, buf[:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			return // EAGAIN: all read
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			name := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+			l.inotified(ev.Wd, ev.Mask, strings.TrimRight(string(name), "\x00"))
+		}
+	}
+}
+
+func (l *loop) inotified(wd int32, mask uint32, name string) {
+	if mask&unix.IN_Q_OVERFLOW != 0 {
+		l.w.log.Warn("inotify queue overflowed; scanning the cgroups again", "root", l.w.root)
+		l.rescan()
+		return
+	}
+	cg := l.byWatch[wd]
+	if cg == nil {
+		return
+	}
+	switch {
+	case wd == cg.events:
+		if mask&unix.IN_MODIFY != 0 {
+			l.check(cg, true)
+		}
+	case mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 && mask&unix.IN_ISDIR != 0:
+		child := filepath.Join(cg.path, name)
+		if err := l.add(child, true); err != nil && !gone(err) {
+			l.problem(&cgroup{path: child}, "watch a new cgroup", err)
+		}
+	case mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0 && mask&unix.IN_ISDIR != 0:
+		l.remove(filepath.Join(cg.path, name))
+	case mask&unix.IN_IGNORED != 0:
+		l.remove(cg.path)
+	}
+}
+
+// rescan drops the cgroups gone and adds those missed, after an overflow.
+func (l *loop) rescan() {
+	for p := range l.byPath {
+		if !exists(p) {
+			l.remove(p)
+		}
+	}
+	if err := l.add(l.w.root, true); err != nil && !gone(err) {
+		l.problem(&cgroup{path: l.w.root}, "scan the root again", err)
+	}
+}
+
+// timeout is epoll's: until the next v1 re-read or root retry, or forever.
+func (l *loop) timeout() int {
+	var next time.Time
+	if !l.rootRetry.IsZero() {
+		next = l.rootRetry
+	}
+	for cg := range l.rechecks {
+		if next.IsZero() || cg.recheckAt.Before(next) {
+			next = cg.recheckAt
+		}
+	}
+	if next.IsZero() {
+		return -1
+	}
+	d := time.Until(next)
+	if d <= 0 {
+		return 0
+	}
+	return int((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// due does what timeout waited for.
+func (l *loop) due() {
+	now := time.Now()
+	if !l.rootRetry.IsZero() && !now.Before(l.rootRetry) {
+		l.rootRetry = time.Time{}
+		if err := l.add(l.w.root, true); err != nil {
+			l.rootRetry = now.Add(rootRetry)
+		} else {
+			l.w.log.Info("the OOM-kill watcher's root cgroup is back", "root", l.w.root)
+		}
+	}
+	l.recheck(now)
+}
+
+// check reads cg's counter and reports an increase; a cgroup that is gone
+// is dropped. reported says a kill counts as such (not the first reading).
+func (l *loop) check(cg *cgroup, report bool) {
+	n, err := l.read(cg)
+	if err != nil {
+		if !gone(err) {
+			l.problem(cg, "read the OOM-kill counter", err)
+		}
+		return
+	}
+	if n > cg.last && report {
+		l.w.kills.Add(n - cg.last)
+		k := Kill{Cgroup: cg.path, Count: n - cg.last, Total: n, At: l.w.now()}
+		k.PodUID, k.ContainerID = PodOf(cg.path)
+		select {
+		case l.kills <- k:
+		case <-l.ctx.Done():
+		}
+	}
+	cg.last = n
+}
+
+func (l *loop) read(cg *cgroup) (uint64, error) {
+	var buf [512]byte
+	n, err := cg.file.ReadAt(buf[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, err
+	}
+	return oomKills(buf[:n])
+}
+
+// gone: the cgroup was removed under us, which is normal.
+func gone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV)
+}
+
+func (l *loop) problem(cg *cgroup, doing string, err error) {
+	l.w.log.Warn("OOM-kill watcher: "+doing+" failed", "cgroup", cg.path, "err", err)
+}

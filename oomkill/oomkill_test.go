@@ -1,0 +1,187 @@
+package oomkill_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodeward/nodeward/oomkill"
+)
+
+const (
+	podUID      = "5c1e3b6a-9d2f-4e8b-a7c4-0f1e2d3c4b5a"
+	containerID = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	otherID     = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+	hogLimit    = 16 << 20
+)
+
+// cgroupfsPod is the cgroupfs driver's shape, under root "kubepods".
+const cgroupfsPod = "burstable/pod" + podUID
+
+// systemdPod is the systemd driver's, under root "kubepods.slice".
+func systemdPod(uid string) string {
+	return "kubepods-besteffort.slice/kubepods-besteffort-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice"
+}
+
+// A real OOM kill of a process in a container's cgroup (cgroupfs driver's
+// shape) is a Kill of that cgroup, with its pod and container, one per
+// kill; kill → Kill latency measured against the kernel log's timestamp.
+func TestRealOOMKill(t *testing.T) {
+	h := newHierarchy(t)
+	root := h.mkdir(t, h.base, "kubepods")
+	cg := h.mkdir(t, root, cgroupfsPod+"/"+containerID)
+	h.limit(t, cg, hogLimit)
+	klog := openKernelLog(t)
+	w, kills := watch(t, oomkill.Options{Root: root, Now: sinceBoot})
+	if w.Version() != h.version {
+		t.Errorf("Version() = %v, want %v", w.Version(), h.version)
+	}
+	waitFor(t, "4 cgroups watched", func() bool { return w.Watched() == 4 })
+
+	const n = 5
+	var latencies []time.Duration
+	for i := 1; i <= n; i++ {
+		pid, wait := startHog(t, cg)
+		wait()
+		k := next(t, kills)
+		if k.Cgroup != cg || k.PodUID != podUID || k.ContainerID != containerID || k.Count != 1 || k.Total != uint64(i) {
+			t.Fatalf("kill %d: got %+v, want cgroup %s, pod %s, container %s, count 1, total %d", i, k, cg, podUID, containerID, i)
+		}
+		if klog != nil {
+			if at, ok := klog.killed(pid); ok {
+				latencies = append(latencies, k.At.Sub(at))
+			} else {
+				t.Logf("kill %d: the kernel's record of the kill of %d not found", i, pid)
+			}
+		}
+	}
+	if got := w.Kills(); got != n {
+		t.Errorf("Kills() = %d, want %d", got, n)
+	}
+	select {
+	case k := <-kills:
+		t.Errorf("a Kill too many: %+v", k)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if len(latencies) > 0 {
+		slices.Sort(latencies)
+		t.Logf("%s kill → Kill latency over %d kills: min %v, p50 %v, max %v (all %v)", h.version,
+			len(latencies), latencies[0], latencies[len(latencies)/2], latencies[len(latencies)-1], latencies)
+		if max := latencies[len(latencies)-1]; max > time.Second {
+			t.Errorf("a Kill came %v after the kill", max)
+		}
+	}
+}
+
+// A pod created after the watcher started (systemd driver's shape, UID
+// with underscores) is watched: a kill in it at once is reported, from a
+// counter of zero, even if it came before the watch.
+func TestCgroupCreatedLater(t *testing.T) {
+	h := newHierarchy(t)
+	root := h.mkdir(t, h.base, "kubepods.slice")
+	w, kills := watch(t, oomkill.Options{Root: root})
+	waitFor(t, "the root watched", func() bool { return w.Watched() == 1 })
+
+	cg := h.mkdir(t, root, systemdPod(podUID)+"/cri-containerd-"+containerID+".scope")
+	h.limit(t, cg, hogLimit)
+	_, wait := startHog(t, cg)
+	wait()
+	k := next(t, kills)
+	if k.Cgroup != cg || k.PodUID != podUID || k.ContainerID != containerID || k.Count != 1 || k.Total != 1 {
+		t.Fatalf("got %+v, want cgroup %s, pod %s, container %s, count 1", k, cg, podUID, containerID)
+	}
+	if w.Watched() != 4 {
+		t.Errorf("Watched() = %d, want 4", w.Watched())
+	}
+}
+
+// Two processes killed in one cgroup count as two, in one Kill or two.
+func TestTwoKillsCountTwo(t *testing.T) {
+	h := newHierarchy(t)
+	root := h.mkdir(t, h.base, "kubepods")
+	cg := h.mkdir(t, root, cgroupfsPod+"/"+containerID)
+	h.limit(t, cg, hogLimit)
+	w, kills := watch(t, oomkill.Options{Root: root})
+	waitFor(t, "4 cgroups watched", func() bool { return w.Watched() == 4 })
+
+	_, wait1 := startHog(t, cg)
+	_, wait2 := startHog(t, cg)
+	wait1()
+	wait2()
+	var counts []uint64
+	var total uint64
+	for total < 2 {
+		k := next(t, kills)
+		if k.Cgroup != cg {
+			t.Fatalf("Kill of %s, want %s", k.Cgroup, cg)
+		}
+		counts = append(counts, k.Count)
+		total += k.Count
+	}
+	if total != 2 || w.Kills() != 2 {
+		t.Fatalf("counts %v (Kills() %d), want 2 in all", counts, w.Kills())
+	}
+	t.Logf("two kills came as Kills with counts %v", counts)
+}
+
+// A cgroup removed (and one made again at the same path) does not break
+// the watcher: the others' kills, and the new one's, are still reported.
+func TestCgroupRemoved(t *testing.T) {
+	h := newHierarchy(t)
+	root := h.mkdir(t, h.base, "kubepods")
+	pod := h.mkdir(t, root, cgroupfsPod)
+	gone := h.mkdir(t, pod, otherID)
+	cg := h.mkdir(t, pod, containerID)
+	h.limit(t, cg, hogLimit)
+	w, kills := watch(t, oomkill.Options{Root: root})
+	waitFor(t, "5 cgroups watched", func() bool { return w.Watched() == 5 })
+
+	if err := os.Remove(gone); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the removed cgroup dropped", func() bool { return w.Watched() == 4 })
+	_, wait := startHog(t, cg)
+	wait()
+	if k := next(t, kills); k.Cgroup != cg || k.Count != 1 {
+		t.Fatalf("got %+v, want a kill in %s", k, cg)
+	}
+
+	// The same path again: a new cgroup, its counter from zero.
+	if err := os.Mkdir(gone, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h.limit(t, gone, hogLimit)
+	_, wait = startHog(t, gone)
+	wait()
+	if k := next(t, kills); k.Cgroup != gone || k.Count != 1 || k.Total != 1 {
+		t.Fatalf("got %+v, want the first kill in the new %s", k, gone)
+	}
+	if w.Watched() != 5 {
+		t.Errorf("Watched() = %d, want 5", w.Watched())
+	}
+}
+
+// New says which cgroup version, and what is missing, in its errors.
+func TestNewErrors(t *testing.T) {
+	cases := []struct{ root, want string }{
+		{t.TempDir(), "is not a cgroup"},
+		{filepath.Join(t.TempDir(), "absent"), "statfs the root"},
+	}
+	if exists("/sys/fs/cgroup/cpu/cgroup.procs") && !exists("/sys/fs/cgroup/cpu/memory.oom_control") {
+		cases = append(cases, struct{ root, want string }{"/sys/fs/cgroup/cpu", "cgroup v1 hierarchy other than memory"})
+	}
+	for _, dir := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup"} {
+		if exists(dir+"/cgroup.controllers") && !v2Memory(dir) {
+			cases = append(cases, struct{ root, want string }{dir, "cgroup v2 without the memory controller"})
+		}
+	}
+	for _, tc := range cases {
+		_, err := oomkill.New(oomkill.Options{Root: tc.root})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%s) = %v, want an error with %q", tc.root, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,133 @@
+package oomkill
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// cgroup v1: memory.oom_control has "oom_kill N" (kernels since 4.13),
+// the kills of processes in this cgroup only (v1 does not count a
+// descendant's). An eventfd registered with cgroup.event_control is
+// signalled when the cgroup, or an ancestor it is under, runs out of memory
+// (and when the cgroup is removed).
+//
+// The kernel signals before it picks and kills the victim, so the counter
+// read at the wake-up may not have risen yet: it is read again 1, 2, 4, ...
+// ms later, for a second after the last wake-up.
+
+const (
+	oomControl   = "memory.oom_control"
+	eventControl = "cgroup.event_control"
+
+	recheckFirst = time.Millisecond
+	recheckFor   = time.Second
+)
+
+func (l *loop) attachV1(cg *cgroup) error {
+	f, err := os.Open(filepath.Join(cg.path, oomControl))
+	if err != nil {
+		return fmt.Errorf("open %s: %w", oomControl, err)
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("create an eventfd: %w", err)
+	}
+	if err := register(cg.path, efd, f); err != nil {
+		unix.Close(efd)
+		f.Close()
+		return err
+	}
+	if err := l.poll(efd); err != nil {
+		unix.Close(efd)
+		f.Close()
+		return err
+	}
+	cg.file, cg.efd = f, efd
+	l.byFD[efd] = cg
+	return nil
+}
+
+// register writes "<eventfd> <fd of memory.oom_control>" to the cgroup's
+// cgroup.event_control.
+func register(dir string, efd int, oomControl *os.File) error {
+	ctl, err := os.OpenFile(filepath.Join(dir, eventControl), os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", eventControl, err)
+	}
+	defer ctl.Close()
+	// SyscallConn, not Fd: Fd would make the file blocking for good.
+	raw, err := oomControl.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var werr error
+	err = raw.Control(func(fd uintptr) {
+		_, werr = fmt.Fprintf(ctl, "%d %d", efd, fd)
+	})
+	if err == nil {
+		err = werr
+	}
+	if err != nil {
+		return fmt.Errorf("register for OOM notification in %s: %w", eventControl, err)
+	}
+	return nil
+}
+
+// woken handles a signalled eventfd: read the counter now and again soon.
+func (l *loop) woken(efd int) {
+	cg := l.byFD[efd]
+	if cg == nil {
+		return
+	}
+	var buf [8]byte
+	unix.Read(efd, buf[:])
+	if _, err := l.read(cg); gone(err) {
+		l.remove(cg.path)
+		return
+	}
+	l.check(cg, true)
+	now := time.Now()
+	cg.recheckStep = recheckFirst
+	cg.recheckAt = now.Add(cg.recheckStep)
+	cg.recheckUntil = now.Add(recheckFor)
+	l.rechecks[cg] = struct{}{}
+}
+
+// recheck reads again the counters whose time has come.
+func (l *loop) recheck(now time.Time) {
+	for cg := range l.rechecks {
+		if now.Before(cg.recheckAt) {
+			continue
+		}
+		l.check(cg, true)
+		cg.recheckStep *= 2
+		cg.recheckAt = now.Add(cg.recheckStep)
+		if cg.recheckAt.After(cg.recheckUntil) {
+			delete(l.rechecks, cg)
+		}
+	}
+}
+
+// oomKills parses the oom_kill line of memory.oom_control (v1) or
+// memory.events[.local] (v2).
+func oomKills(data []byte) (uint64, error) {
+	for line := range bytes.Lines(data) {
+		value, ok := bytes.CutPrefix(line, []byte("oom_kill "))
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(string(bytes.TrimSpace(value)), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("parse %q: %w", bytes.TrimSpace(line), err)
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("no oom_kill line in %q (kernel older than 4.13?)", data)
+}

@@ -34,8 +34,8 @@ type cgroup struct {
 	events int32 // v2: inotify watch of the counter's file; -1 on v1
 
 	// v1: when to read the counter again after a wake-up, see v1.go.
-	recheckAt, recheckUntil time.Time
-	recheckStep             time.Duration
+	woken, recheckAt time.Time
+	recheckStep      time.Duration
 }
 
 // loop is the state of one Run, owned by its goroutine.
@@ -45,6 +45,7 @@ type loop struct {
 	kills chan<- Kill
 
 	ep, in, wake int
+	timer        int // timerfd, finer than epoll's milliseconds
 	byPath       map[string]*cgroup
 	byWatch      map[int32]*cgroup // directory and v2 counter watches
 	byFD         map[int]*cgroup   // v1 eventfds
@@ -53,7 +54,7 @@ type loop struct {
 }
 
 func (w *Watcher) open(ctx context.Context, kills chan<- Kill) (*loop, error) {
-	l := &loop{w: w, ctx: ctx, kills: kills, ep: -1, in: -1, wake: -1,
+	l := &loop{w: w, ctx: ctx, kills: kills, ep: -1, in: -1, wake: -1, timer: -1,
 		byPath: map[string]*cgroup{}, byWatch: map[int32]*cgroup{},
 		byFD: map[int]*cgroup{}, rechecks: map[*cgroup]struct{}{}}
 	var err error
@@ -68,7 +69,11 @@ func (w *Watcher) open(ctx context.Context, kills chan<- Kill) (*loop, error) {
 		l.close()
 		return nil, fmt.Errorf("oomkill: create eventfd: %w", err)
 	}
-	for _, fd := range []int{l.in, l.wake} {
+	if l.timer, err = unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_CLOEXEC|unix.TFD_NONBLOCK); err != nil {
+		l.close()
+		return nil, fmt.Errorf("oomkill: create timerfd: %w", err)
+	}
+	for _, fd := range []int{l.in, l.wake, l.timer} {
 		if err := l.poll(fd); err != nil {
 			l.close()
 			return nil, err
@@ -89,7 +94,7 @@ func (l *loop) close() {
 	for _, cg := range l.byPath {
 		l.forget(cg)
 	}
-	for _, fd := range []int{l.wake, l.in, l.ep} {
+	for _, fd := range []int{l.timer, l.wake, l.in, l.ep} {
 		if fd >= 0 {
 			unix.Close(fd)
 		}
@@ -242,8 +247,8 @@ func (l *loop) rescan() {
 	}
 }
 
-// timeout is epoll's: until the next v1 re-read or root retry, or forever.
-func (l *loop) timeout() int {
+// arm sets the timer for the next v1 re-read or root retry, or disarms it.
+func (l *loop) arm() error {
 	var next time.Time
 	if !l.rootRetry.IsZero() {
 		next = l.rootRetry
@@ -253,18 +258,20 @@ func (l *loop) timeout() int {
 			next = cg.recheckAt
 		}
 	}
-	if next.IsZero() {
-		return -1
+	var spec unix.ItimerSpec // zero disarms
+	if !next.IsZero() {
+		spec.Value = unix.NsecToTimespec(max(int64(time.Until(next)), 1))
 	}
-	d := time.Until(next)
-	if d <= 0 {
-		return 0
+	if err := unix.TimerfdSettime(l.timer, 0, &spec, nil); err != nil {
+		return fmt.Errorf("oomkill: set the timer: %w", err)
 	}
-	return int((d + time.Millisecond - 1) / time.Millisecond)
+	return nil
 }
 
-// due does what timeout waited for.
+// due does what the timer was set for.
 func (l *loop) due() {
+	var buf [8]byte
+	unix.Read(l.timer, buf[:])
 	now := time.Now()
 	if !l.rootRetry.IsZero() && !now.Before(l.rootRetry) {
 		l.rootRetry = time.Time{}
@@ -277,35 +284,35 @@ func (l *loop) due() {
 	l.recheck(now)
 }
 
-// check reads cg's counter and reports an increase; a cgroup that is gone
-// is dropped. reported says a kill counts as such (not the first reading).
-func (l *loop) check(cg *cgroup, report bool) {
-	n, err := l.read(cg)
-	if err != nil {
+// check reads cg's counter and reports an increase. report says a rise
+// is a kill (not the first reading of a cgroup there at the start). It
+// returns false if the counter could not be read (the cgroup gone, most
+// likely).
+func (l *loop) check(cg *cgroup, report bool) bool {
+	var buf [512]byte
+	n, err := cg.file.ReadAt(buf[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
 		if !gone(err) {
 			l.problem(cg, "read the OOM-kill counter", err)
 		}
-		return
+		return false
 	}
-	if n > cg.last && report {
-		l.w.kills.Add(n - cg.last)
-		k := Kill{Cgroup: cg.path, Count: n - cg.last, Total: n, At: l.w.now()}
+	kills, err := oomKills(buf[:n])
+	if err != nil {
+		l.problem(cg, "read the OOM-kill counter", err)
+		return false
+	}
+	if kills > cg.last && report {
+		l.w.kills.Add(kills - cg.last)
+		k := Kill{Cgroup: cg.path, Count: kills - cg.last, Total: kills, At: l.w.now()}
 		k.PodUID, k.ContainerID = PodOf(cg.path)
 		select {
 		case l.kills <- k:
 		case <-l.ctx.Done():
 		}
 	}
-	cg.last = n
-}
-
-func (l *loop) read(cg *cgroup) (uint64, error) {
-	var buf [512]byte
-	n, err := cg.file.ReadAt(buf[:], 0)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return 0, err
-	}
-	return oomKills(buf[:n])
+	cg.last = kills
+	return true
 }
 
 // gone: the cgroup was removed under us, which is normal.

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodeward/nodeward/oomkill"
+	"github.com/nodeward/nodeward/test/kernelevents"
 	"github.com/nodeward/nodeward/test/testenv"
 )
 
@@ -53,9 +54,12 @@ type hierarchy struct {
 
 // newHierarchy makes a directory for the test's cgroups in the host's
 // memory hierarchy (v1 here, v2 where the memory controller is on it).
+// The test has the kernel log to itself: its OOM kills log a report each,
+// and it reads the kills' records.
 func newHierarchy(t *testing.T) *hierarchy {
 	t.Helper()
 	testenv.RequireRoot(t)
+	kernelevents.Lock(t)
 	var h hierarchy
 	switch {
 	case exists("/sys/fs/cgroup/memory/memory.oom_control"):

@@ -34,7 +34,8 @@ func openKernelLog(t *testing.T) *kernelLog {
 	l := &kernelLog{fd: fd}
 	nonce := fmt.Sprintf("nodeward-oomkill calibration %d", time.Now().UnixNano())
 	before := sinceBoot()
-	if _, err := unix.Write(fd, []byte(nonce)); err != nil {
+	// The newline ends the record: until then readers do not see it.
+	if _, err := unix.Write(fd, []byte(nonce+"\n")); err != nil {
 		t.Logf("kernel log: %v", err)
 		return nil
 	}
@@ -68,6 +69,7 @@ func (l *kernelLog) find(s string) (time.Duration, bool) {
 		if err != nil { // EPIPE: records overwritten; go on
 			continue
 		}
+
 		prefix, msg, ok := strings.Cut(string(buf[:n]), ";")
 		fields := strings.Split(prefix, ",")
 		if !ok || len(fields) < 3 || !strings.Contains(msg, s) {

@@ -179,7 +179,10 @@ func (w *Watcher) Run(ctx context.Context, kills chan<- Kill) error {
 
 	events := make([]unix.EpollEvent, 64)
 	for ctx.Err() == nil {
-		n, err := unix.EpollWait(l.ep, events, l.timeout())
+		if err := l.arm(); err != nil {
+			return err
+		}
+		n, err := unix.EpollWait(l.ep, events, -1)
 		if err != nil && err != unix.EINTR {
 			return fmt.Errorf("oomkill: wait for events: %w", err)
 		}
@@ -189,11 +192,12 @@ func (w *Watcher) Run(ctx context.Context, kills chan<- Kill) error {
 				return nil
 			case l.in:
 				l.readInotify()
+			case l.timer:
+				l.due()
 			default:
 				l.woken(int(ev.Fd))
 			}
 		}
-		l.due()
 	}
 	return nil
 }

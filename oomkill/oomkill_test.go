@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nodeward/nodeward/oomkill"
+	"github.com/nodeward/nodeward/test/testenv"
 )
 
 const (
@@ -185,6 +186,54 @@ func TestNewErrors(t *testing.T) {
 		_, err := oomkill.New(oomkill.Options{Root: tc.root})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%s) = %v, want an error with %q", tc.root, err, tc.want)
+		}
+	}
+}
+
+// A pod over its limit: the kernel kills a process of one of its
+// containers, and the Kill names that container's cgroup, once, although
+// on v2 the pod (and kubepods) count the kill too.
+func TestPodLimitKillNamesContainer(t *testing.T) {
+	podLimitKill(t, newHierarchy(t))
+}
+
+// The same on cgroup v2, which needs the memory controller on the v2
+// hierarchy: not on a host whose memory controller is on v1 (a controller
+// is on one hierarchy at a time, and this one cannot be moved while v1
+// has cgroups).
+func TestV2RealOOMKill(t *testing.T) {
+	testenv.Require(t, v2Memory("/sys/fs/cgroup"),
+		"no cgroup v2 memory controller on /sys/fs/cgroup: this host has it on cgroup v1, and a controller is on one hierarchy at a time")
+	h := newHierarchy(t)
+	if h.version != oomkill.V2 {
+		t.Fatalf("the memory hierarchy is %v", h.version)
+	}
+	podLimitKill(t, h)
+}
+
+func podLimitKill(t *testing.T, h *hierarchy) {
+	root := h.mkdir(t, h.base, "kubepods")
+	pod := h.mkdir(t, root, cgroupfsPod)
+	cg := h.mkdir(t, pod, containerID)
+	h.mkdir(t, pod, otherID)
+	h.limit(t, pod, hogLimit)
+	w, kills := watch(t, oomkill.Options{Root: root})
+	waitFor(t, "5 cgroups watched", func() bool { return w.Watched() == 5 })
+
+	_, wait := startHog(t, cg)
+	wait()
+	if k := next(t, kills); k.Cgroup != cg || k.ContainerID != containerID || k.Count != 1 {
+		t.Fatalf("got %+v, want one kill in %s", k, cg)
+	}
+	select {
+	case k := <-kills:
+		t.Errorf("a second Kill for one kill: %+v", k)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if h.version == oomkill.V2 {
+		data, err := os.ReadFile(filepath.Join(pod, "memory.events"))
+		if err != nil || !strings.Contains(string(data), "oom_kill 1") {
+			t.Errorf("the pod's memory.events (%v) does not count the kill: %q", err, data)
 		}
 	}
 }

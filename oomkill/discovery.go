@@ -2,10 +2,7 @@ package oomkill
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,11 +47,12 @@ type loop struct {
 	byWatch      map[int32]*cgroup // directory and v2 counter watches
 	byFD         map[int]*cgroup   // v1 eventfds
 	rechecks     map[*cgroup]struct{}
-	rootRetry    time.Time
+	rootRetry    time.Time // when to look for the root again; zero while watched
+	parent       int32     // inotify watch of the root's parent; -1 if none
 }
 
 func (w *Watcher) open(ctx context.Context, kills chan<- Kill) (*loop, error) {
-	l := &loop{w: w, ctx: ctx, kills: kills, ep: -1, in: -1, wake: -1, timer: -1,
+	l := &loop{w: w, ctx: ctx, kills: kills, ep: -1, in: -1, wake: -1, timer: -1, parent: -1,
 		byPath: map[string]*cgroup{}, byWatch: map[int32]*cgroup{},
 		byFD: map[int]*cgroup{}, rechecks: map[*cgroup]struct{}{}}
 	var err error
@@ -117,12 +115,13 @@ func (l *loop) add(path string, fresh bool) error {
 		l.w.watched.Add(1)
 		if err := l.attach(cg); err != nil {
 			// The directory stays watched for its children.
-			l.problem(cg, "watch the OOM-kill counter", err)
-		} else if !fresh {
-			l.check(cg, false)
+			if !gone(err) {
+				l.problem(cg, "watch the OOM-kill counter", err)
+			}
+		} else {
+			l.check(cg, fresh)
 		}
-	}
-	if cg.file != nil {
+	} else if cg.file != nil {
 		l.check(cg, true)
 	}
 	entries, err := os.ReadDir(path)
@@ -214,6 +213,10 @@ func (l *loop) inotified(wd int32, mask uint32, name string) {
 		l.rescan()
 		return
 	}
+	if wd == l.parent {
+		l.rootEvent(mask, name)
+		return
+	}
 	cg := l.byWatch[wd]
 	if cg == nil {
 		return
@@ -232,6 +235,33 @@ func (l *loop) inotified(wd int32, mask uint32, name string) {
 		l.remove(filepath.Join(cg.path, name))
 	case mask&unix.IN_IGNORED != 0:
 		l.remove(cg.path)
+	}
+}
+
+// watchParent watches the root's parent for the root's removal, which the
+// root's own watch does not tell while a file in it is open (the file's
+// dentry pins its directory's, and the kernel reports the directory's
+// removal when the last reference goes), and for its return. Without it,
+// the root is looked for every rootRetry.
+func (l *loop) watchParent() {
+	wd, err := unix.InotifyAddWatch(l.in, filepath.Dir(l.w.root), dirMask)
+	if err != nil {
+		l.problem(&cgroup{path: filepath.Dir(l.w.root)}, "watch the root's parent", err)
+		return
+	}
+	l.parent = int32(wd)
+}
+
+func (l *loop) rootEvent(mask uint32, name string) {
+	switch {
+	case mask&unix.IN_IGNORED != 0:
+		l.parent = -1
+	case name != filepath.Base(l.w.root) || mask&unix.IN_ISDIR == 0:
+	case mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0:
+		l.remove(l.w.root)
+	case mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
+		l.rootRetry = time.Now()
+		l.due()
 	}
 }
 
@@ -275,51 +305,13 @@ func (l *loop) due() {
 	now := time.Now()
 	if !l.rootRetry.IsZero() && !now.Before(l.rootRetry) {
 		l.rootRetry = time.Time{}
-		if err := l.add(l.w.root, true); err != nil {
-			l.rootRetry = now.Add(rootRetry)
-		} else {
-			l.w.log.Info("the OOM-kill watcher's root cgroup is back", "root", l.w.root)
+		if l.byPath[l.w.root] == nil {
+			if err := l.add(l.w.root, true); err != nil {
+				l.rootRetry = now.Add(rootRetry)
+			} else {
+				l.w.log.Info("the OOM-kill watcher's root cgroup is back", "root", l.w.root)
+			}
 		}
 	}
 	l.recheck(now)
-}
-
-// check reads cg's counter and reports an increase. report says a rise
-// is a kill (not the first reading of a cgroup there at the start). It
-// returns false if the counter could not be read (the cgroup gone, most
-// likely).
-func (l *loop) check(cg *cgroup, report bool) bool {
-	var buf [512]byte
-	n, err := cg.file.ReadAt(buf[:], 0)
-	if err != nil && !errors.Is(err, io.EOF) {
-		if !gone(err) {
-			l.problem(cg, "read the OOM-kill counter", err)
-		}
-		return false
-	}
-	kills, err := oomKills(buf[:n])
-	if err != nil {
-		l.problem(cg, "read the OOM-kill counter", err)
-		return false
-	}
-	if kills > cg.last && report {
-		l.w.kills.Add(kills - cg.last)
-		k := Kill{Cgroup: cg.path, Count: kills - cg.last, Total: kills, At: l.w.now()}
-		k.PodUID, k.ContainerID = PodOf(cg.path)
-		select {
-		case l.kills <- k:
-		case <-l.ctx.Done():
-		}
-	}
-	cg.last = kills
-	return true
-}
-
-// gone: the cgroup was removed under us, which is normal.
-func gone(err error) bool {
-	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV)
-}
-
-func (l *loop) problem(cg *cgroup, doing string, err error) {
-	l.w.log.Warn("OOM-kill watcher: "+doing+" failed", "cgroup", cg.path, "err", err)
 }

@@ -1,11 +1,9 @@
 package oomkill
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -92,7 +90,11 @@ func (l *loop) woken(efd int) {
 	var buf [8]byte
 	unix.Read(efd, buf[:])
 	if !l.check(cg, true) {
-		return // removed: the directory's watch tells
+		// The kernel signals the eventfd when it removes the cgroup too.
+		if !exists(cg.path) {
+			l.remove(cg.path)
+		}
+		return
 	}
 	now := time.Now()
 	cg.woken = now
@@ -119,21 +121,4 @@ func (l *loop) recheck(now time.Time) {
 			delete(l.rechecks, cg)
 		}
 	}
-}
-
-// oomKills parses the oom_kill line of memory.oom_control (v1) or
-// memory.events[.local] (v2).
-func oomKills(data []byte) (uint64, error) {
-	for line := range bytes.Lines(data) {
-		value, ok := bytes.CutPrefix(line, []byte("oom_kill "))
-		if !ok {
-			continue
-		}
-		n, err := strconv.ParseUint(string(bytes.TrimSpace(value)), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("parse %q: %w", bytes.TrimSpace(line), err)
-		}
-		return n, nil
-	}
-	return 0, fmt.Errorf("no oom_kill line in %q (kernel older than 4.13?)", data)
 }

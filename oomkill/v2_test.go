@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -53,8 +54,27 @@ func TestV2Fake(t *testing.T) {
 	waitUntil(t, func() bool { return w.Watched() == 4 })
 	setKills(t, cg, 6)
 	want(t, kills, Kill{Cgroup: cg, PodUID: "5c1e3b6a-9d2f-4e8b-a7c4-0f1e2d3c4b5a", ContainerID: "0123abcd", Count: 1, Total: 6})
-	if w.Kills() != 4 {
-		t.Errorf("Kills() = %d, want 4", w.Kills())
+
+	// The root vanishes (the kubelet's cgroups torn down) and comes back:
+	// it is found again within rootRetry, its cgroups new.
+	if err := os.RemoveAll(root); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool { return w.Watched() == 0 })
+	// Made elsewhere and renamed into place: cgroupfs shows a new cgroup
+	// with its files (kernfs_activate), which mkdir and write cannot fake.
+	staged = filepath.Join(filepath.Dir(root), "staged")
+	for _, dir := range []string{root, filepath.Dir(pod), pod} {
+		fakeCgroup(t, filepath.Join(staged, strings.TrimPrefix(dir, root)), 0)
+	}
+	fakeCgroup(t, filepath.Join(staged, strings.TrimPrefix(cg, root)), 1)
+	if err := os.Rename(staged, root); err != nil {
+		t.Fatal(err)
+	}
+	want(t, kills, Kill{Cgroup: cg, PodUID: "5c1e3b6a-9d2f-4e8b-a7c4-0f1e2d3c4b5a", ContainerID: "0123abcd", Count: 1, Total: 1})
+	waitUntil(t, func() bool { return w.Watched() == 4 })
+	if w.Kills() != 5 {
+		t.Errorf("Kills() = %d, want 5", w.Kills())
 	}
 }
 

@@ -151,7 +151,7 @@ func (w *Watcher) Watched() int { return int(w.watched.Load()) }
 // appear, with their counter from zero; those there at the start from the
 // value they have then. It returns an error only when it cannot start
 // (the root unreadable): a cgroup that vanishes or fails is logged and
-// dropped. A root that vanishes is looked for again every second.
+// dropped. A root that vanishes is watched again when it comes back.
 func (w *Watcher) Run(ctx context.Context, kills chan<- Kill) error {
 	if !w.running.CompareAndSwap(false, true) {
 		return errors.New("oomkill: Run is already running")
@@ -165,6 +165,7 @@ func (w *Watcher) Run(ctx context.Context, kills chan<- Kill) error {
 	if err := l.add(w.root, false); err != nil {
 		return fmt.Errorf("oomkill: watch the %s root %s: %w", w.version, w.root, err)
 	}
+	l.watchParent()
 
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {

@@ -23,7 +23,10 @@
 //     cgroup.event_control is signalled when the cgroup, or an ancestor it
 //     is under, runs out of memory. The kernel signals before it kills, so
 //     after a wake-up the counter is read every 250 µs for 10 ms, then less
-//     often for a second.
+//     often for a second. A kill by the global OOM killer (the node out of
+//     memory) signals no eventfd: the node's count of OOM kills in
+//     /proc/vmstat is read every second, and when it rises every cgroup's
+//     counter is read, so such a kill comes within about a second.
 //
 // Each increase of a counter is one Kill; Count is the increase, which is
 // more than one when kills come together. Kills before the watcher started

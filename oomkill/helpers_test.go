@@ -165,6 +165,12 @@ func watch(t *testing.T, opts oomkill.Options) (*oomkill.Watcher, <-chan oomkill
 	if err != nil {
 		t.Fatal(err)
 	}
+	return run(t, w)
+}
+
+// run runs w until t ends.
+func run(t *testing.T, w *oomkill.Watcher) (*oomkill.Watcher, <-chan oomkill.Kill) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	kills := make(chan oomkill.Kill, 16)
 	done := make(chan error, 1)

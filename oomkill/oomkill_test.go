@@ -265,3 +265,35 @@ func TestRootRemovedAndBack(t *testing.T) {
 		t.Errorf("Watched() = %d, want 4", w.Watched())
 	}
 }
+
+// On v1 a kill that signals no eventfd (one by the global OOM killer) is
+// found by the node's count of OOM kills in /proc/vmstat, within a second
+// or so. The watcher here registers no eventfds; the kill is a cgroup's.
+func TestV1KillWithoutEventfd(t *testing.T) {
+	h := newHierarchy(t)
+	if h.version != oomkill.V1 {
+		t.Skip("cgroup v1 only: on v2 every change of a counter is notified")
+	}
+	root := h.mkdir(t, h.base, "kubepods")
+	cg := h.mkdir(t, root, cgroupfsPod+"/"+containerID)
+	h.limit(t, cg, hogLimit)
+	w, err := oomkill.NewWithoutEventfds(oomkill.Options{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, kills := run(t, w)
+	waitFor(t, "4 cgroups watched", func() bool { return w.Watched() == 4 })
+
+	_, wait := startHog(t, cg)
+	wait()
+	killed := time.Now()
+	k := next(t, kills)
+	if k.Cgroup != cg || k.Count != 1 {
+		t.Fatalf("got %+v, want one kill in %s", k, cg)
+	}
+	if d := time.Since(killed); d > 2*time.Second {
+		t.Errorf("the Kill came %v after the kill", d)
+	} else {
+		t.Logf("found %v after the hog's end, without eventfd", d)
+	}
+}

@@ -20,6 +20,11 @@ import (
 // risen yet: it is read again every 250 µs for 10 ms after the wake-up,
 // then 0.5, 1, 2, ... ms apart, for a second. (under_oom in
 // memory.oom_control is no guide: it reads 0 at the wake-up already.)
+//
+// A kill by the global OOM killer (the node, not a cgroup, out of memory)
+// counts in the victim's cgroup too, but signals no eventfd: the global
+// count of OOM kills in /proc/vmstat is read every second, and when it
+// rises every cgroup's counter is read.
 
 const (
 	oomControl   = "memory.oom_control"
@@ -28,12 +33,19 @@ const (
 	recheckFast    = 250 * time.Microsecond
 	recheckFastFor = 10 * time.Millisecond
 	recheckFor     = time.Second
+
+	vmstat      = "/proc/vmstat"
+	globalEvery = time.Second
 )
 
 func (l *loop) attachV1(cg *cgroup) error {
 	f, err := os.Open(filepath.Join(cg.path, oomControl))
 	if err != nil {
 		return fmt.Errorf("open %s: %w", oomControl, err)
+	}
+	if l.w.noEventfds {
+		cg.file = f
+		return nil
 	}
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
@@ -57,14 +69,14 @@ func (l *loop) attachV1(cg *cgroup) error {
 
 // register writes "<eventfd> <fd of memory.oom_control>" to the cgroup's
 // cgroup.event_control.
-func register(dir string, efd int, oomControl *os.File) error {
+func register(dir string, efd int, control *os.File) error {
 	ctl, err := os.OpenFile(filepath.Join(dir, eventControl), os.O_WRONLY, 0)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", eventControl, err)
 	}
 	defer ctl.Close()
 	// SyscallConn, not Fd: Fd would make the file blocking for good.
-	raw, err := oomControl.SyscallConn()
+	raw, err := control.SyscallConn()
 	if err != nil {
 		return err
 	}
@@ -121,4 +133,32 @@ func (l *loop) recheck(now time.Time) {
 			delete(l.rechecks, cg)
 		}
 	}
+}
+
+// global reads the node's count of OOM kills and, when it rose, every
+// cgroup's counter. A vmstat that cannot be read is logged once and no
+// longer read.
+func (l *loop) global(now time.Time) {
+	if now.Before(l.globalAt) {
+		return
+	}
+	l.globalAt = now.Add(globalEvery)
+	data, err := os.ReadFile(vmstat)
+	var n uint64
+	if err == nil {
+		n, err = oomKills(data)
+	}
+	if err != nil {
+		l.w.log.Warn("OOM-kill watcher: cannot read the node's OOM kills; kills by the global OOM killer are missed on cgroup v1", "err", err)
+		l.globalAt = time.Time{}
+		return
+	}
+	if n != l.globalKills && !l.globalFirst {
+		for _, cg := range l.byPath {
+			if cg.file != nil {
+				l.check(cg, true)
+			}
+		}
+	}
+	l.globalKills, l.globalFirst = n, false
 }

@@ -68,6 +68,10 @@ type Watcher struct {
 	now     func() time.Time
 	log     *slog.Logger
 
+	// noEventfds: a test's v1 watcher without its eventfds, that only the
+	// node's count finds kills (export_test.go).
+	noEventfds bool
+
 	running atomic.Bool
 	kills   atomic.Uint64
 	watched atomic.Int64
@@ -166,6 +170,10 @@ func (w *Watcher) Run(ctx context.Context, kills chan<- Kill) error {
 		return fmt.Errorf("oomkill: watch the %s root %s: %w", w.version, w.root, err)
 	}
 	l.watchParent()
+	if w.version == V1 {
+		l.globalFirst = true
+		l.global(time.Now())
+	}
 
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,6 +44,7 @@ func hog(cgroup string) {
 			b[i] = 1
 		}
 		held = append(held, b)
+		runtime.KeepAlive(held) // held, not garbage
 	}
 }
 

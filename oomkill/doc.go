@@ -51,12 +51,13 @@
 // 2-core machine shared with other work, load average about 2.3), from the
 // timestamp of the kernel's "Killed process" record (calibrated against
 // CLOCK_MONOTONIC) to Kill.At, in runs of 100 real OOM kills: p50 2.4 ms,
-// p90 3 to 6.5 ms, p99 5 to 13 ms, max 7 to 14 ms. The kernel counts the
-// kill just before it logs it, so the smallest are a few µs, or negative.
-// The milliseconds are a wait for the CPU, not the re-read schedule: the
-// eventfd wakes the watcher on the CPU of the task that ran out of memory,
-// which goes on to pick the victim and tear it down; with the hog pinned
-// to the other CPU the p50 was 95 µs. cgroup v2 was not measured (no v2
+// p90 3 to 6.5 ms, p99 5 to 13 ms, max 7 to 14 ms (the largest in any run,
+// of 5 to 100 kills, was 48 ms). The kernel counts the kill just before it
+// logs it, so the smallest are a few µs, or negative. The milliseconds are
+// a wait for the CPU, not the re-read schedule: wake-ups and re-reads alike
+// came late by them. Apparently the watcher is woken on the CPU of the
+// task that ran out of memory, which goes on to pick the victim and tear
+// it down: with that task pinned to the other CPU, the p50 was 95 µs. cgroup v2 was not measured (no v2
 // memory controller there); its kernel notification is rate-limited to one
 // per 10 ms per file, deferred, not dropped.
 //
@@ -64,7 +65,8 @@
 //
 // One goroutine (Run's) owns all state and blocks in epoll: one inotify
 // instance, a timer, and per cgroup one open file, plus on v1 an eventfd.
-// A Watcher runs once at a time; Kills, Watched, Root and Version are
+// An OOM in a cgroup wakes it and every cgroup under it (on v1, each
+// re-read about 50 times in the second after). A Watcher runs once at a time; Kills, Watched, Root and Version are
 // safe for concurrent use. Run blocks while the channel it sends to is
 // full; the kernel keeps what happens meanwhile (counters, eventfds, and
 // inotify's queue, rescanned if it overflows).

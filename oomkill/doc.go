@@ -65,9 +65,9 @@
 //
 // One goroutine (Run's) owns all state and blocks in epoll: one inotify
 // instance, a timer, and per cgroup one open file, plus on v1 an eventfd.
-// An OOM in a cgroup wakes it and every cgroup under it (on v1, each
-// re-read about 50 times in the second after). A Watcher runs once at a time; Kills, Watched, Root and Version are
-// safe for concurrent use. Run blocks while the channel it sends to is
+// On v1 an OOM in a cgroup signals it and every cgroup under it, and each
+// is re-read about 50 times in the second after. A Watcher runs once at a
+// time; Kills, Watched, Root and Version are safe for concurrent use. Run blocks while the channel it sends to is
 // full; the kernel keeps what happens meanwhile (counters, eventfds, and
 // inotify's queue, rescanned if it overflows).
 package oomkill

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nodeward/nodeward/oomkill"
-	"github.com/nodeward/nodeward/test/testenv"
 )
 
 const (
@@ -196,20 +195,6 @@ func TestNewErrors(t *testing.T) {
 // on v2 the pod (and kubepods) count the kill too.
 func TestPodLimitKillNamesContainer(t *testing.T) {
 	podLimitKill(t, newHierarchy(t))
-}
-
-// The same on cgroup v2, which needs the memory controller on the v2
-// hierarchy: not on a host whose memory controller is on v1 (a controller
-// is on one hierarchy at a time, and this one cannot be moved while v1
-// has cgroups).
-func TestV2RealOOMKill(t *testing.T) {
-	testenv.Require(t, v2Memory("/sys/fs/cgroup"),
-		"no cgroup v2 memory controller on /sys/fs/cgroup: this host has it on cgroup v1, and a controller is on one hierarchy at a time")
-	h := newHierarchy(t)
-	if h.version != oomkill.V2 {
-		t.Fatalf("the memory hierarchy is %v", h.version)
-	}
-	podLimitKill(t, h)
 }
 
 func podLimitKill(t *testing.T, h *hierarchy) {

@@ -80,6 +80,8 @@ type HealthConfig struct {
 	Guard conditions.DisruptionGuard
 	// NetworkOptions adjust the network probe (tests watch a namespace).
 	NetworkOptions []conditions.NetworkOption
+	// OOM turns on the OOM-kill Events.
+	OOM health.OOMConfig
 }
 
 // UpdateConfig is the update half's configuration: its OS edge and the
@@ -198,7 +200,7 @@ func (a *Agent) buildHealth(hc HealthConfig) error {
 	heartbeat := cmp.Or(hc.Conditions.HeartbeatInterval.Duration, 5*time.Minute)
 	reporter, err := health.New(health.Config{
 		Client: a.client, NodeName: a.cfg.NodeName, Config: hc.Conditions, LeaseRenewInterval: hc.LeaseRenewInterval, Registerer: a.cfg.Registry,
-		Guard: guard, NetworkOptions: hc.NetworkOptions, Log: a.cfg.Log, Now: a.cfg.Now,
+		Guard: guard, NetworkOptions: hc.NetworkOptions, OOM: hc.OOM, Log: a.cfg.Log, Now: a.cfg.Now,
 		Beat: a.liveness.Register("health", heartbeat+time.Minute, healthBusyLimit),
 	}, a.watch, a.watch.Subscribe())
 	if err != nil {

@@ -44,6 +44,18 @@ type FileConfig struct {
 	// into it (package hostexec). Empty runs them directly: the agent as a
 	// host service.
 	HostRoot string `json:"hostRoot,omitempty"`
+	// OOMKills reports the kernel's OOM kills in the node's pods as
+	// Warning Events on the Node (docs/health.md).
+	OOMKills OOMKillsConfig `json:"oomKills"`
+}
+
+// OOMKillsConfig: the OOM kills of the kubepods memory cgroups.
+type OOMKillsConfig struct {
+	Enabled bool `json:"enabled"`
+	// CgroupRoot is the kubepods cgroup watched (e.g.
+	// /sys/fs/cgroup/kubepods.slice); empty: the first of
+	// oomkill.DefaultRoots that exists.
+	CgroupRoot string `json:"cgroupRoot,omitempty"`
 }
 
 // DefaultFileConfig is used where the file says nothing.

@@ -121,6 +121,13 @@ func startHealth(t *testing.T, rc *rest.Config, node string, cfg FileConfig, gua
 	if err != nil {
 		t.Fatal(err)
 	}
+	runAgent(t, h)
+	return h
+}
+
+// runAgent runs h until the test ends.
+func runAgent(t *testing.T, h *Agent) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.Run(ctx) }()
@@ -130,7 +137,6 @@ func startHealth(t *testing.T, rc *rest.Config, node string, cfg FileConfig, gua
 			t.Errorf("agent Run: %v", err)
 		}
 	})
-	return h
 }
 
 func ensureLeaseNamespace(t *testing.T, client kubernetes.Interface) {

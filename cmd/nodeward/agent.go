@@ -15,6 +15,7 @@ import (
 	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/conditions"
 	"github.com/nodeward/nodeward/daemon"
+	"github.com/nodeward/nodeward/daemon/health"
 	"github.com/nodeward/nodeward/daemon/update"
 	"github.com/nodeward/nodeward/systemd"
 )
@@ -92,7 +93,8 @@ func (o *agentOptions) run(cmd *cobra.Command, g *globals) error {
 	}
 	agentCfg := daemon.Config{
 		RestConfig: restConfig, NodeName: o.nodeName,
-		Health:         &daemon.HealthConfig{Conditions: cfg.Config, LeaseRenewInterval: cfg.LeaseRenewInterval.Duration},
+		Health: &daemon.HealthConfig{Conditions: cfg.Config, LeaseRenewInterval: cfg.LeaseRenewInterval.Duration,
+			OOM: health.OOMConfig{Enabled: cfg.OOMKills.Enabled, CgroupRoot: cfg.OOMKills.CgroupRoot}},
 		MetricsAddress: cfg.MetricsAddress, MetricsAuth: cfg.MetricsAuthConfig(), TextfileDirectory: cfg.TextfileDirectory,
 		Notifier: &systemd.Notifier{}, WatchdogInterval: watchdog, Log: g.logger,
 		SyncWarningInterval: o.syncWarn, Build: buildInfo(), ReleaseStartupMemory: o.releaseStartup,

@@ -47,6 +47,8 @@ type Config struct {
 	// Beat is the publisher loop's heartbeat for the agent's watchdog
 	// (conditions.PublisherConfig.Beat). Optional.
 	Beat func(busy bool)
+	// OOM turns on the OOM-kill Events.
+	OOM OOMConfig
 }
 
 // CheckLeaseRenewInterval says why d cannot be the liveness Lease's
@@ -74,6 +76,8 @@ type Reporter struct {
 	// events records the Warning Events of temporary kernel problems on
 	// the Node.
 	events *kube.Recorder
+	// oom reports OOM kills; nil when off.
+	oom *oomEvents
 }
 
 // New validates cfg and builds the reporter over the agent's shared copy of
@@ -106,9 +110,17 @@ func New(cfg Config, nodes conditions.NodeCache, nodeChanged <-chan struct{}) (*
 		kube.RecorderOptions{Log: cfg.Log})
 	// Node events refer to the node by name, as the kubelet's do.
 	nodeRef := &corev1.ObjectReference{Kind: "Node", Name: cfg.NodeName, UID: types.UID(cfg.NodeName), APIVersion: "v1"}
+	warn := func(reason, message string) { events.Event(nodeRef, corev1.EventTypeWarning, reason, message) }
+	var oom *oomEvents
+	if cfg.OOM.Enabled {
+		var err error
+		if oom, err = newOOMEvents(cfg.OOM, cfg.Client, cfg.NodeName, warn, cfg.Registerer, cfg.Log); err != nil {
+			events.Shutdown(0)
+			return nil, err
+		}
+	}
 	probes := conditions.Probes(cfg.Config, &conditions.Env{Registerer: cfg.Registerer, Now: cfg.Now,
-		NetworkOptions: cfg.NetworkOptions, Log: cfg.Log,
-		Events: func(reason, message string) { events.Event(nodeRef, corev1.EventTypeWarning, reason, message) }})
+		NetworkOptions: cfg.NetworkOptions, Log: cfg.Log, Events: warn})
 	r := &Reporter{
 		probes: probes,
 		monitor: conditions.NewMonitor(conditions.MonitorConfig{Probes: probes, Hysteresis: cfg.Config.Hysteresis,
@@ -121,6 +133,7 @@ func New(cfg Config, nodes conditions.NodeCache, nodeChanged <-chan struct{}) (*
 		nodes:   nodes,
 		changed: nodeChanged,
 		events:  events,
+		oom:     oom,
 	}
 	r.lease = NewLeaseRenewer(LeaseConfig{Client: cfg.Client, Node: cfg.NodeName,
 		Interval: cfg.LeaseRenewInterval, Owner: nodes.Latest, Log: cfg.Log, Now: cfg.Now})
@@ -150,6 +163,9 @@ func (r *Reporter) Run(ctx context.Context) error {
 	defer cancel()
 	wg.Go(func() { r.monitor.Run(ctx) })
 	wg.Go(func() { r.lease.Run(ctx) })
+	if r.oom != nil {
+		wg.Go(func() { r.oom.run(ctx) })
+	}
 	r.publisher.Run(ctx, r.monitor, r.nodes, r.changed)
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/conditions"
 	"github.com/nodeward/nodeward/daemon/health"
 )
@@ -45,7 +46,7 @@ pids: {maxUsedPercent: 50}
 		cfg.HeartbeatInterval.Duration != time.Minute || cfg.Hysteresis.BadSamples != 3 || cfg.PIDs.MaxUsedPercent != 50 {
 		t.Errorf("fields not applied: %+v", cfg)
 	}
-	if cfg.Disk.MinAvailablePercent != 10 || len(cfg.Taints) != 5 {
+	if cfg.Disk.MinAvailablePercent != 10 || len(cfg.Taints) != len(v1alpha1.HealthConditions()) {
 		t.Errorf("unset fields must keep defaults: disk %+v, %d taint rows", cfg.Disk, len(cfg.Taints))
 	}
 	if _, _, err := LoadFileConfig(filepath.Join("..", "manifests", "host", "config.yaml")); err != nil {

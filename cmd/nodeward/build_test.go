@@ -92,6 +92,8 @@ func TestPackagesImportOneWay(t *testing.T) {
 		// the /dev/kmsg reader and node-problem-detector's rule format,
 		// neither knowing the other nor anything of nodeward.
 		"kmsg":        {"kernelrules", "api/v1alpha1", "api/kube", "hostexec", "machineconfig", "atomicfile", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
+		// The OOM kills of the kubepods memory cgroups: a leaf too.
+		"oomkill":     {"kmsg", "kernelrules", "api/v1alpha1", "api/kube", "hostexec", "machineconfig", "atomicfile", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
 		"kernelrules": {"kmsg", "api/v1alpha1", "api/kube", "hostexec", "machineconfig", "atomicfile", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
 		// Test libraries. test/cluster (control plane, CRDs, the nodeward
 		// build) is imported by the tests of daemon (from inside package

@@ -91,7 +91,7 @@ func TestPackagesImportOneWay(t *testing.T) {
 		// The kernel log, read by the agent's kernel probes: two leaves,
 		// the /dev/kmsg reader and node-problem-detector's rule format,
 		// neither knowing the other nor anything of nodeward.
-		"kmsg":        {"kernelrules", "api/v1alpha1", "api/kube", "hostexec", "machineconfig", "atomicfile", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
+		"kmsg": {"kernelrules", "api/v1alpha1", "api/kube", "hostexec", "machineconfig", "atomicfile", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
 		// The OOM kills of the kubepods memory cgroups: a leaf too.
 		"oomkill":     {"kmsg", "kernelrules", "api/v1alpha1", "api/kube", "hostexec", "machineconfig", "atomicfile", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
 		"kernelrules": {"kmsg", "api/v1alpha1", "api/kube", "hostexec", "machineconfig", "atomicfile", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},

@@ -252,7 +252,8 @@ func TestKernelRecheckWaitsForTheCause(t *testing.T) {
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	cfg := DefaultConfig().Kernel
 	l := newKernelLog(cfg, root, &Env{Now: func() time.Time { return now }})
-	l.start.Do(func() {}) // no reader: records are handed in below
+	l.start.Do(func() {})                           // no reader: records are handed in below
+	l.sinceBoot = func() time.Duration { return 0 } // the records below are logged now
 	cond := v1alpha1.ConditionReadonlyFilesystem
 	mounts("rw,errors=remount-ro")
 	l.handle(kmsg.Record{Message: "EXT4-fs (loop7): Remounting filesystem read-only"})

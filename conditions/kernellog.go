@@ -30,7 +30,9 @@ type kernelLog struct {
 	events   func(reason, message string)
 	log      *slog.Logger
 	now      func() time.Time
-	metrics  kernelMetrics
+	// sinceBoot is the kernel's clock now, to date a record (kmsg.SinceBoot).
+	sinceBoot func() time.Duration
+	metrics   kernelMetrics
 
 	start sync.Once
 	stop  context.CancelFunc
@@ -76,7 +78,7 @@ func newKernelLog(cfg KernelConfig, procRoot string, env *Env) *kernelLog {
 	l := &kernelLog{cfg: cfg, procRoot: procRoot, rules: kernelrules.NewMatcher(files...),
 		cursor:   newKernelCursor(cfg.CursorFile, procRoot),
 		defaults: map[corev1.NodeConditionType]kernelrules.Condition{}, now: env.now(),
-		log: slog.Default(), events: func(string, string) {}, done: make(chan struct{}),
+		log: slog.Default(), events: func(string, string) {}, done: make(chan struct{}), sinceBoot: kmsg.SinceBoot,
 		problems: map[corev1.NodeConditionType][]kernelProblem{}, wakes: map[corev1.NodeConditionType]chan<- struct{}{}}
 	if env != nil && env.Log != nil {
 		l.log = env.Log
@@ -196,8 +198,11 @@ func (l *kernelLog) handle(rec kmsg.Record) {
 		}
 		cond := npdConditions()[m.Rule.Condition]
 		l.mu.Lock()
+		// Dated when the kernel logged it: a record of the look-back,
+		// minutes old, is past recheckSettle at once.
+		age := max(0, l.sinceBoot()-rec.SinceBoot)
 		l.problems[cond] = append(l.problems[cond], kernelProblem{reason: m.Rule.Reason, message: m.Message,
-			device: kernelrules.DeviceOf(m.Message), at: l.now()})
+			device: kernelrules.DeviceOf(m.Message), at: l.now().Add(-age)})
 		wake := l.wakes[cond]
 		l.mu.Unlock()
 		l.log.Warn("kernel problem", "condition", cond, "reason", m.Rule.Reason, "message", m.Message)

@@ -64,7 +64,7 @@ func Open(opts Options) (*Reader, error) {
 		opts.Path = DevKmsg
 	}
 	if opts.SinceBoot == nil {
-		opts.SinceBoot = monotonic
+		opts.SinceBoot = SinceBoot
 	}
 	// O_NONBLOCK: the runtime's poller waits for records, so that a
 	// deadline (and Close) interrupts a read with nothing to return.
@@ -91,7 +91,9 @@ func Open(opts Options) (*Reader, error) {
 	return r, nil
 }
 
-func monotonic() time.Duration {
+// SinceBoot is the time since boot on the clock a record's SinceBoot is
+// close to (CLOCK_MONOTONIC; the kernel's own differs by milliseconds).
+func SinceBoot() time.Duration {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
 		return 0

@@ -122,15 +122,6 @@ func makeCgroups(t *testing.T, base, leaf string) {
 			t.Fatalf("create cgroup %s: %v", dir, err)
 		}
 		cg := dir
-		t.Cleanup(func() {
-			deadline := time.Now().Add(10 * time.Second)
-			for err := os.Remove(cg); err != nil && !errors.Is(err, os.ErrNotExist); err = os.Remove(cg) {
-				if time.Now().After(deadline) {
-					t.Errorf("remove cgroup %s: %v", cg, err)
-					return
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-		})
+		t.Cleanup(func() { testenv.RemoveCgroup(t, cg) })
 	}
 }

@@ -97,25 +97,9 @@ func (h *hierarchy) mkdir(t *testing.T, parent, rel string) string {
 			t.Fatalf("create cgroup: %v", err)
 		}
 		cg := dir
-		t.Cleanup(func() { rmCgroup(t, cg) })
+		t.Cleanup(func() { testenv.RemoveCgroup(t, cg) })
 	}
 	return dir
-}
-
-// rmCgroup removes a cgroup once its last process is gone.
-func rmCgroup(t *testing.T, cg string) {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := os.Remove(cg)
-		if err == nil || os.IsNotExist(err) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("remove cgroup %s: %v", cg, err)
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // limit sets the cgroup's memory limit, without swap.

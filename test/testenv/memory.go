@@ -40,7 +40,7 @@ func NewMemoryThrash(t testing.TB, limit int64) *MemoryThrash {
 	if err := os.Mkdir(cgroup, 0o755); err != nil {
 		t.Fatalf("create memory cgroup: %v", err)
 	}
-	t.Cleanup(func() { removeCgroup(t, cgroup) })
+	t.Cleanup(func() { RemoveCgroup(t, cgroup) })
 	if err := os.WriteFile(filepath.Join(cgroup, limitFile), []byte(strconv.FormatInt(limit, 10)), 0); err != nil {
 		t.Fatalf("set the cgroup's memory limit: %v", err)
 	}
@@ -106,9 +106,10 @@ func writeUncached(path string, size int64) error {
 	return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
 }
 
-// removeCgroup waits for the cgroup's last process to be gone (a killed
-// thrasher leaves it a moment later) and removes it.
-func removeCgroup(t testing.TB, cgroup string) {
+// RemoveCgroup waits for the cgroup's last process to be gone (a killed
+// process leaves it a moment later) and removes it; a cgroup already gone
+// is fine.
+func RemoveCgroup(t testing.TB, cgroup string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		err := os.Remove(cgroup)

@@ -153,21 +153,30 @@ func (p *psiPoller) newest() psiTotal {
 	return p.ring[(p.head-1+len(p.ring))%len(p.ring)]
 }
 
-// stallWithinWindow is the newest total less the oldest one taken no
-// earlier than one window before the newest: the stall of a span at most
-// one window long, so never more than the window held.
+// stallWithinWindow is the stall of the last window: the newest total less
+// the total one window before the newest reading, interpolated between
+// the two readings around that time (the oldest reading when the ring
+// does not reach that far back: the stall of a shorter span).
 func (p *psiPoller) stallWithinWindow() time.Duration {
 	newest := p.newest()
 	from := newest.at.Add(-p.window)
-	oldest := newest
+	after := newest
 	for i := 1; i < p.count; i++ {
 		s := p.ring[(p.head-1-i+2*len(p.ring))%len(p.ring)]
 		if s.at.Before(from) {
-			break
+			// s is before the window and after is within it: the total at
+			// from lies between theirs.
+			span := after.at.Sub(s.at)
+			if span <= 0 {
+				break
+			}
+			grown := after.total - s.total
+			at := s.total + time.Duration(float64(grown)*float64(from.Sub(s.at))/float64(span))
+			return newest.total - at
 		}
-		oldest = s
+		after = s
 	}
-	return newest.total - oldest.total
+	return newest.total - after.total
 }
 
 func (p *psiPoller) setResult(overAt time.Time, stall time.Duration, err error) {

@@ -269,3 +269,28 @@ func TestPSIPollIntervalValidation(t *testing.T) {
 		t.Error("a poller with the window as interval was accepted")
 	}
 }
+
+// TestPSIPollerInterpolatesTheWindowsStart: readings late or irregular (a
+// busy host) still measure one window: the total at its start lies
+// between the readings around it.
+func TestPSIPollerInterpolatesTheWindowsStart(t *testing.T) {
+	t.Parallel()
+	f := newPollFixture(t)
+	f.step()
+	at := func(d time.Duration, stall time.Duration) bool {
+		f.clock = f.clock.Add(d)
+		f.full += stall
+		f.write()
+		return f.step()
+	}
+	at(500*time.Millisecond, 50*time.Millisecond)
+	// 1.2 s after the first reading: the window starts 0.2 s after it,
+	// where 20 of the first 50 ms had accumulated (at an even rate); 30 of
+	// them and 30 more are 60 ms within the window, under 75.
+	if at(700*time.Millisecond, 30*time.Millisecond) {
+		t.Fatal("crossed with 60 ms within the window")
+	}
+	if s := f.sample(); !strings.Contains(s.Message, "PSI full stall 60ms within the last 1s") {
+		t.Fatalf("sample: %v %q, want 60 ms within the window", s.Verdict, s.Message)
+	}
+}

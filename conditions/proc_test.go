@@ -191,7 +191,9 @@ func TestPSITriggerFiresUnderRealMemoryPressure(t *testing.T) {
 // machines), the probe polls the stall totals, and real memory stall (the
 // thrasher) wakes it within a second of the thrasher's start, the
 // sample then bad because of the polled stall; once the thrasher stops,
-// samples turn healthy again.
+// samples turn healthy again. Without stall the reading rests (every
+// 500 ms instead of 100), and the stall's start brings the short period
+// back.
 func TestPSIPollerDetectsRealMemoryStall(t *testing.T) {
 	t.Parallel()
 	testenv.Require(t, !hasCapability(t, unix.CAP_SYS_RESOURCE), "CAP_SYS_RESOURCE held: the kernel accepts the 1 s trigger")
@@ -205,9 +207,9 @@ func TestPSIPollerDetectsRealMemoryStall(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- probe.Watch(ctx, wake) }()
 	waitUntil(t, 10*time.Second, "the totals to be polled", func() bool { return pollingTotals(probe) })
-	// Let the ring fill with quiet readings, and drop a wake-up from
-	// stall before the thrasher (another test's).
-	time.Sleep(1200 * time.Millisecond)
+	// Quiet: the reading rests after a window without stall.
+	poller := probe.poller.Load()
+	waitUntil(t, 20*time.Second, "the reading to rest without stall", func() bool { return !poller.fast.Load() })
 	if s := probe.Sample(ctx); s.Verdict != Healthy {
 		t.Skipf("memory stall on the host before the thrasher: %q", s.Message)
 	}
@@ -233,10 +235,14 @@ func TestPSIPollerDetectsRealMemoryStall(t *testing.T) {
 	if took >= time.Second {
 		t.Errorf("crossing %v after the thrasher started, want well within the 1 s window", took)
 	}
+	if !poller.fast.Load() {
+		t.Error("the totals are not read at the short period while the thrasher runs")
+	}
 	stop()
 	waitUntil(t, 30*time.Second, "a healthy sample after the thrashing stopped", func() bool {
 		return probe.Sample(ctx).Verdict == Healthy
 	})
+	waitUntil(t, 20*time.Second, "the reading to rest again", func() bool { return !poller.fast.Load() })
 }
 
 func triggerArmed(p *MemoryProbe) bool {

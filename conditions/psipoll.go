@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -21,6 +22,15 @@ import (
 // accumulated within the last window with the trigger's stall. The same
 // threshold as the kernel's trigger, decided within one interval of being
 // reached instead of at the kernel's next 2 s window.
+//
+// A wake-up costs an idle process 0.1 to 0.3 ms of CPU on a VM, whatever
+// it then does (docs/benchmarks.md): ten a second are 0.2 % of a core. So
+// the totals are read every interval only while they grow: after one
+// window without stall the reading rests, at restInterval (five
+// intervals, at most half a window), and the first growth it sees brings
+// the short interval back. Stall onset is seen within one rest interval,
+// before a threshold of several per cent of the window can accumulate
+// from it; the rest readings stay in the ring, so no stall is lost.
 type psiPoller struct {
 	path      string
 	kind      string        // "some" or "full"
@@ -31,6 +41,11 @@ type psiPoller struct {
 	// crossed, when set, is called each time the stall within the window
 	// reaches the threshold after being below it, before the wake-up.
 	crossed func()
+	// restInterval is the period of the readings without stall.
+	restInterval time.Duration
+	// fast is whether the totals are read every interval now (false:
+	// every restInterval).
+	fast atomic.Bool
 
 	// The ring of samples is the run loop's own (step is not concurrent).
 	ring  []psiTotal
@@ -39,6 +54,8 @@ type psiPoller struct {
 	buf   []byte
 	// wasOver is whether the previous step found the threshold reached.
 	wasOver bool
+	// grew is when a step last found the total grown (or reset).
+	grew time.Time
 
 	mu sync.Mutex
 	// lastOver is when a step last found the stall within the window at
@@ -67,8 +84,9 @@ func newPSIPoller(path, trigger string, interval time.Duration, now func() time.
 		return nil, fmt.Errorf("poll PSI totals every %v: must be positive and shorter than the trigger's window %v", interval, window)
 	}
 	n := int((window+interval-1)/interval) + 2
+	rest := max(min(5*interval, window/2), interval)
 	return &psiPoller{path: path, kind: kind, threshold: stall, window: window, interval: interval,
-		now: now, ring: make([]psiTotal, n), buf: make([]byte, 512)}, nil
+		restInterval: rest, now: now, ring: make([]psiTotal, n), buf: make([]byte, 512)}, nil
 }
 
 // run reads the totals every interval until ctx ends and wakes the caller
@@ -89,16 +107,27 @@ func (p *psiPoller) run(ctx context.Context, wake chan<- struct{}) error {
 		}
 		return p.buf[:n], nil
 	}
-	ticker := time.NewTicker(p.interval)
-	defer ticker.Stop()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	p.fast.Store(true)
+	p.grew = p.now()
 	for {
-		if p.step(read) {
-			wakeUp(wake)
-		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ticker.C:
+		case <-timer.C:
+		}
+		if p.step(read) {
+			wakeUp(wake)
+		}
+		// Fast while the total grows (or grew within the last window) or
+		// the threshold is reached; resting otherwise.
+		fast := p.wasOver || p.now().Sub(p.grew) < p.window
+		p.fast.Store(fast)
+		if fast {
+			timer.Reset(p.interval)
+		} else {
+			timer.Reset(p.restInterval)
 		}
 	}
 }
@@ -117,15 +146,18 @@ func (p *psiPoller) step(read func() ([]byte, error)) (crossed bool) {
 	if err == nil && p.count > 0 && total < p.newest().total {
 		err = fmt.Errorf("PSI %s total went back from %v to %v (counter reset)", p.kind, p.newest().total, total)
 		// Start again from this reading.
-		p.count, p.wasOver = 0, false
+		p.count, p.wasOver, p.grew = 0, false, at
 		p.push(psiTotal{at, total})
 		p.setResult(time.Time{}, 0, err)
 		return false
 	}
 	if err != nil {
-		p.count, p.wasOver = 0, false
+		p.count, p.wasOver, p.grew = 0, false, at
 		p.setResult(time.Time{}, 0, fmt.Errorf("poll PSI totals: %w", err))
 		return false
+	}
+	if p.count == 0 || total > p.newest().total {
+		p.grew = at
 	}
 	p.push(psiTotal{at, total})
 	stall := p.stallWithinWindow()

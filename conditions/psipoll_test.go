@@ -294,3 +294,35 @@ func TestPSIPollerInterpolatesTheWindowsStart(t *testing.T) {
 		t.Fatalf("sample: %v %q, want 60 ms within the window", s.Verdict, s.Message)
 	}
 }
+
+// TestPSIPollerRestsWithoutStall: without growth of the total for a window
+// the reading slows to its rest interval, and the first growth it reads
+// brings the short interval back, the readings of the rest kept.
+func TestPSIPollerRestsWithoutStall(t *testing.T) {
+	t.Parallel()
+	f := newPollFixture(t)
+	f.poller.now = time.Now
+	if f.poller.restInterval != 500*time.Millisecond {
+		t.Fatalf("rest interval %v, want 500ms (5 × 100 ms, at most half the 1 s window)", f.poller.restInterval)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wake := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() { done <- f.poller.run(ctx, wake) }()
+	waitUntil(t, 5*time.Second, "the reading to rest", func() bool { return !f.poller.fast.Load() })
+	f.full += 5 * time.Millisecond
+	f.write()
+	waitUntil(t, 5*time.Second, "the short interval back after growth", func() bool { return f.poller.fast.Load() })
+	f.full += 75 * time.Millisecond
+	f.write()
+	select {
+	case <-wake:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no wake-up with 80 ms of stall since the rest")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("poller after cancel: %v", err)
+	}
+}

@@ -49,8 +49,9 @@ type MemoryConfig struct {
 	Trigger      string          `json:"trigger"`
 	PollInterval metav1.Duration `json:"pollInterval"`
 	// PSIPollInterval is how often the stall totals are read where the
-	// kernel refuses the trigger's window; positive and shorter than the
-	// window.
+	// kernel refuses the trigger's window, while they grow (after a window
+	// without stall, five times as long, at most half the window);
+	// positive and shorter than the window.
 	PSIPollInterval metav1.Duration `json:"psiPollInterval"`
 }
 

@@ -89,7 +89,8 @@ func newPSIPoller(path, trigger string, interval time.Duration, now func() time.
 		restInterval: rest, now: now, ring: make([]psiTotal, n), buf: make([]byte, 512)}, nil
 }
 
-// run reads the totals every interval until ctx ends and wakes the caller
+// run reads the totals until ctx ends, every interval while they grow and
+// every restInterval after a window without growth, and wakes the caller
 // when the stall within the window crosses the threshold. It returns at once
 // with the reason when the file cannot be opened.
 func (p *psiPoller) run(ctx context.Context, wake chan<- struct{}) error {

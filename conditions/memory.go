@@ -43,24 +43,35 @@ type MemoryConfig struct {
 	// 2 s window). Each kernel event wakes the probe at once and is
 	// pressure for the next 1.5 windows; empty disables it. The kernel
 	// gives only privileged processes windows that are not multiples of
-	// 2 s: for an unprivileged agent such a window is widened to the next
-	// multiple of 2 s, the stall scaled with it (the same share of time).
+	// 2 s: for an unprivileged agent the probe polls the kernel's stall
+	// totals instead (PSIPollInterval) and decides the same threshold over
+	// the same window itself.
 	Trigger      string          `json:"trigger"`
 	PollInterval metav1.Duration `json:"pollInterval"`
+	// PSIPollInterval is how often the stall totals are read where the
+	// kernel refuses the trigger's window, while they grow (after a window
+	// without stall, five times as long, at most half the window);
+	// positive and shorter than the window.
+	PSIPollInterval metav1.Duration `json:"psiPollInterval"`
 }
 
 func (c *MemoryConfig) enabled() bool { return c.Enabled }
 
 // DefaultMemoryTrigger is 75 ms of full stall in a 1 s window (7.5 % of the
-// time). A privileged agent (the DaemonSet's) gets the 1 s window; an
-// unprivileged one the kernel's shortest, 2 s, at the same share
-// ("full 150000 2000000"): the kernel's detection then takes one window
-// more (docs/benchmarks.md).
+// time). A privileged agent (the DaemonSet's) gets the kernel's trigger with
+// the 1 s window; an unprivileged one, which the kernel refuses it, polls
+// the stall totals every DefaultPSIPollInterval and decides the same 75 ms
+// within 1 s itself (docs/benchmarks.md).
 const DefaultMemoryTrigger = "full 75000 1000000"
+
+// DefaultPSIPollInterval is how often an unprivileged agent reads the
+// memory stall totals.
+const DefaultPSIPollInterval = 100 * time.Millisecond
 
 func (c *MemoryConfig) setDefaults() {
 	*c = MemoryConfig{Enabled: true, MinAvailablePercent: 5, PSIFullAvg10Percent: 20,
-		Trigger: DefaultMemoryTrigger, PollInterval: metav1.Duration{Duration: 10 * time.Second}}
+		Trigger: DefaultMemoryTrigger, PollInterval: metav1.Duration{Duration: 10 * time.Second},
+		PSIPollInterval: metav1.Duration{Duration: DefaultPSIPollInterval}}
 }
 
 func (c *MemoryConfig) validate(prefix string, errs *FieldErrors) {
@@ -68,9 +79,14 @@ func (c *MemoryConfig) validate(prefix string, errs *FieldErrors) {
 	errs.percent(prefix+"minAvailablePercent", c.MinAvailablePercent)
 	errs.percent(prefix+"psiSomeAvg10Percent", c.PSISomeAvg10Percent)
 	errs.percent(prefix+"psiFullAvg10Percent", c.PSIFullAvg10Percent)
+	errs.positive(prefix+"psiPollInterval", c.PSIPollInterval)
 	if c.Trigger != "" {
-		if err := ValidatePSITrigger(c.Trigger); err != nil {
+		window, err := parsePSITrigger(c.Trigger)
+		if err != nil {
 			errs.Add(prefix+"trigger", c.Trigger, err.Error())
+		} else if c.PSIPollInterval.Duration >= window {
+			errs.Add(prefix+"psiPollInterval", c.PSIPollInterval.Duration.String(),
+				fmt.Sprintf("must be shorter than the trigger's window (%v)", window))
 		}
 	}
 }
@@ -83,6 +99,7 @@ type memoryMetrics struct {
 	triggerActive    prometheus.Gauge
 	triggerWindow    prometheus.Gauge
 	triggerEvents    prometheus.Counter
+	polling          prometheus.Gauge
 }
 
 func newMemoryMetrics(reg prometheus.Registerer) *memoryMetrics {
@@ -92,30 +109,35 @@ func newMemoryMetrics(reg prometheus.Registerer) *memoryMetrics {
 		psiAverage:    gaugeVec("pressure_memory_waiting_ratio", "Memory PSI average share of time stalled, by kind (some, full) and window.", "kind", "window"),
 		psiStalled:    newConstCounters("nodeward_pressure_memory_stalled_seconds_total", "Memory PSI total stall time, by kind (some, full).", "kind"),
 		triggerActive: gauge("pressure_memory_trigger_active", "1 while a memory PSI trigger wakes the probe."),
-		triggerWindow: gauge("pressure_memory_trigger_window_seconds", "The window of the memory PSI trigger in force (widened to 2 s for an agent without CAP_SYS_RESOURCE)."),
+		triggerWindow: gauge("pressure_memory_trigger_window_seconds", "The window of the memory PSI trigger in force, the kernel's or the polled totals'; widened to 2 s only where neither 1 s trigger nor polling is possible."),
 		triggerEvents: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodeward_pressure_memory_trigger_events_total",
-			Help: "Events of the memory PSI trigger: each is a memory stall above the trigger's threshold."}),
+			Help: "Events of the memory PSI trigger: each is a memory stall above the trigger's threshold (a kernel event, or a crossing found by polling the totals)."}),
+		polling: gauge("pressure_memory_polling", "1 while the memory PSI trigger's threshold is decided by polling the stall totals (the kernel refused its window)."),
 	}
-	reg.MustRegister(m.available, m.total, m.psiAverage, m.psiStalled, m.triggerActive, m.triggerWindow, m.triggerEvents)
+	reg.MustRegister(m.available, m.total, m.psiAverage, m.psiStalled, m.triggerActive, m.triggerWindow, m.triggerEvents, m.polling)
 	return m
 }
 
 // MemoryProbe compares MemAvailable and memory PSI with thresholds. A PSI
 // trigger, where the kernel accepts one, is a threshold of its own: each
 // event the kernel sends wakes the probe, and a sample taken within one
-// trigger window of an event is bad.
+// trigger window of an event is bad. Where the kernel refuses the trigger's
+// window, a psiPoller decides the same threshold from the stall totals.
 type MemoryProbe struct {
 	cfg      MemoryConfig
 	procRoot string
 	metrics  *memoryMetrics
 	now      func() time.Time
 	// triggerWindow is the window of the trigger in force, in ns (0: no
-	// valid trigger); Watch widens it for an unprivileged agent.
+	// valid trigger); Watch widens it when the kernel refuses the window
+	// and the totals cannot be polled either.
 	triggerWindow atomic.Int64
 	// lastTrigger is when the kernel last signalled the trigger (Unix ns;
 	// 0: never). The kernel signals at most once per window while the
 	// stall lasts.
 	lastTrigger atomic.Int64
+	// poller is set while the stall totals are polled instead.
+	poller atomic.Pointer[psiPoller]
 }
 
 // NewMemoryProbe reads /proc under procRoot and registers its metrics on
@@ -157,18 +179,44 @@ func (p *MemoryProbe) Watch(ctx context.Context, wake chan<- struct{}) error {
 	return err
 }
 
-// watch runs t, widened once when the kernel refuses its window to an
-// agent without CAP_SYS_RESOURCE: the same share of stall in the shortest
-// window such an agent may use.
+// watch runs t. Where the kernel refuses its window to an agent without
+// CAP_SYS_RESOURCE, the probe polls the stall totals instead and decides
+// the same threshold over the same window (psiPoller); should even that be
+// impossible, the trigger is widened to the shortest window such an agent
+// may use, with the same share of stall.
 func (p *MemoryProbe) watch(ctx context.Context, t *psiTrigger, wake chan<- struct{}) error {
 	err := t.watch(ctx, wake)
-	if wide, window, ok := widenedTrigger(t.trigger); ok && errors.Is(err, unix.EINVAL) {
+	if !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	pollErr := p.poll(ctx, t.path, wake)
+	if pollErr == nil {
+		return nil
+	}
+	if wide, window, ok := widenedTrigger(t.trigger); ok {
 		t.trigger = wide
 		p.triggerWindow.Store(int64(window))
 		p.metrics.triggerWindow.Set(window.Seconds())
 		return t.watch(ctx, wake)
 	}
-	return err
+	return errors.Join(err, pollErr)
+}
+
+// poll decides the trigger's threshold from the stall totals in path until
+// ctx ends; see psiPoller.
+func (p *MemoryProbe) poll(ctx context.Context, path string, wake chan<- struct{}) error {
+	poller, err := newPSIPoller(path, p.cfg.Trigger, p.cfg.PSIPollInterval.Duration, p.now)
+	if err != nil {
+		return err
+	}
+	poller.crossed = p.metrics.triggerEvents.Inc
+	p.poller.Store(poller)
+	p.metrics.polling.Set(1)
+	defer func() {
+		p.poller.Store(nil)
+		p.metrics.polling.Set(0)
+	}()
+	return poller.run(ctx, wake)
 }
 
 // triggerFiredRecently tells whether the kernel signalled the trigger
@@ -212,6 +260,14 @@ func (p *MemoryProbe) Sample(context.Context) Signal {
 	summary := fmt.Sprintf("MemAvailable %d of %d bytes (%.1f%%)", avail, total, availPct)
 	if p.triggerFiredRecently(s.At) {
 		problems = append(problems, fmt.Sprintf("PSI trigger %q fired (memory stall above its threshold)", p.cfg.Trigger))
+	}
+	if poller := p.poller.Load(); poller != nil {
+		pressure, say := poller.verdict(s.At)
+		if pressure {
+			problems = append(problems, fmt.Sprintf("PSI trigger %q: %s", p.cfg.Trigger, say))
+		} else {
+			summary += ", " + say
+		}
 	}
 	psiSummary, psiProblems := p.checkPSI(fs)
 	summary += psiSummary

@@ -120,6 +120,7 @@ func TestMetricsKeepTheirNamesAndLabels(t *testing.T) {
 		"nodeward_netlink_resubscribes_total{}",
 		"nodeward_network_up{}",
 		"nodeward_node_condition{condition,status}",
+		"nodeward_pressure_memory_polling{}",
 		"nodeward_pressure_memory_stalled_seconds_total{kind}",
 		"nodeward_pressure_memory_trigger_active{}",
 		"nodeward_pressure_memory_trigger_events_total{}",

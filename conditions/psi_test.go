@@ -35,8 +35,8 @@ func TestWidenedTriggerKeepsTheShareOfStall(t *testing.T) {
 
 // TestDefaultTriggerWindowFollowsTheKernel: the default trigger's 1 s window
 // is armed when the agent holds CAP_SYS_RESOURCE; without it the kernel
-// refuses 1 s and the probe arms the same share of stall over 2 s. Either
-// way a trigger is armed, and the window in force is the one reported.
+// refuses 1 s and the probe polls the stall totals over the same 1 s
+// window. Either way the window in force is 1 s, and the mode is reported.
 func TestDefaultTriggerWindowFollowsTheKernel(t *testing.T) {
 	t.Parallel()
 	testenv.Require(t, fileExists("/proc/pressure/memory"), "kernel without PSI")
@@ -44,9 +44,11 @@ func TestDefaultTriggerWindowFollowsTheKernel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	watchArmed(ctx, t, probe, "/proc")
-	want := 2 * time.Second
-	if hasCapability(t, unix.CAP_SYS_RESOURCE) {
-		want = time.Second
+	want := time.Second
+	privileged := hasCapability(t, unix.CAP_SYS_RESOURCE)
+	if triggerArmed(probe) != privileged || pollingTotals(probe) == privileged {
+		t.Fatalf("CAP_SYS_RESOURCE %v: trigger armed %v, polling %v; want the trigger exactly when privileged",
+			privileged, triggerArmed(probe), pollingTotals(probe))
 	}
 	if got := time.Duration(probe.triggerWindow.Load()); got != want {
 		t.Fatalf("trigger window %v; want %v", got, want)
@@ -54,7 +56,7 @@ func TestDefaultTriggerWindowFollowsTheKernel(t *testing.T) {
 	if got := testutil.ToFloat64(probe.metrics.triggerWindow); got != want.Seconds() {
 		t.Fatalf("nodeward_pressure_memory_trigger_window_seconds %v; want %v", got, want.Seconds())
 	}
-	t.Logf("armed %v window (CAP_SYS_RESOURCE: %v)", want, want == time.Second)
+	t.Logf("%v window, kernel trigger %v, polled totals %v (CAP_SYS_RESOURCE: %v)", want, triggerArmed(probe), pollingTotals(probe), privileged)
 }
 
 // hasCapability reads the effective capability set of this process.

@@ -30,13 +30,21 @@ import (
 // agent runs with --release-startup-memory=false, and Debian's
 // prometheus-node-exporter runs beside both, read from disk too and scraped
 // as often; every RSS is reported idle and after a scrape, with the ratios.
+// A third agent, on a third node and from a third copy, runs with the
+// memory PSI threshold on the kernel's trigger (a 2 s window, which the
+// kernel gives an unprivileged agent too) instead of the default 1 s one:
+// where the kernel refuses 1 s (no CAP_SYS_RESOURCE) the first agent polls
+// the stall totals every 100 ms and this one does not, so the difference
+// of their CPU is the polling's. CPU is read twice: from /proc/<pid>/stat
+// (CPU-%, 10 ms ticks) and, finer, the nanoseconds on CPU of every thread
+// (/proc/<pid>/task/*/schedstat: CPU-ns-%), for node_exporter too.
 // NODEWARD_BENCH_BINARY runs a prebuilt binary instead of building this
 // tree; NODEWARD_BENCH_PAGECACHE=warm skips dropping the binaries from the
 // page cache before the start (see dropFromPageCache's caller).
 func BenchmarkAgentIdle(b *testing.B) {
 	cp := env.ControlPlane(b)
 	ensureLeaseNamespace(b, cp.Client())
-	nodes := cp.CreateNodes(b, cluster.NodeSpec{Prefix: "bench-idle", Count: 2})
+	nodes := cp.CreateNodes(b, cluster.NodeSpec{Prefix: "bench-idle", Count: 3})
 	idle := 2 * time.Minute
 	if v := os.Getenv("NODEWARD_BENCH_IDLE"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -64,11 +72,17 @@ func BenchmarkAgentIdle(b *testing.B) {
 	// read.
 	kept := filepath.Join(dir, "nodeward-kept")
 	copyFile(b, bin, kept)
+	noPoll := filepath.Join(dir, "nodeward-nopoll")
+	copyFile(b, bin, noPoll)
 	cfgPath := filepath.Join(dir, "nodeward.yaml")
 	if err := os.WriteFile(cfgPath, []byte("runtime: {enabled: false}\n"), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	start := func(bin, node, logName string, extra ...string) (*exec.Cmd, string) {
+	noPollCfg := filepath.Join(dir, "nodeward-nopoll.yaml")
+	if err := os.WriteFile(noPollCfg, []byte("runtime: {enabled: false}\nmemory: {trigger: \"full 150000 2000000\"}\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	start := func(bin, node, logName, cfgPath string, extra ...string) (*exec.Cmd, string) {
 		// The file-backed RSS depends on how the binary's pages came into
 		// the page cache: a file just written is cached in other (larger)
 		// chunks than one read from disk, and a fault maps a whole cached
@@ -87,14 +101,17 @@ func BenchmarkAgentIdle(b *testing.B) {
 			"--updates=false"}, extra...)
 		return serve(b, filepath.Join(dir, logName), "http://"+addr+"/readyz", bin, args...), addr
 	}
-	agent, addr := start(bin, nodes[0], "agent.log")
-	agentKept, addrKept := start(kept, nodes[1], "agent-kept.log", "--release-startup-memory=false")
+	agent, addr := start(bin, nodes[0], "agent.log", cfgPath)
+	agentKept, addrKept := start(kept, nodes[1], "agent-kept.log", cfgPath, "--release-startup-memory=false")
+	agentNoPoll, _ := start(noPoll, nodes[2], "agent-nopoll.log", noPollCfg)
 	peer := startNodeExporter(b, dir)
 	// Let start-up settle (first Lease, first publication) before the window.
 	time.Sleep(5 * time.Second)
 
 	b.ResetTimer()
 	cpu0, faults0 := procStat(b, agent.Process.Pid)
+	noPollCPU0, _ := procStat(b, agentNoPoll.Process.Pid)
+	ns0, noPollNS0, peerNS0 := cpuNS(b, agent.Process.Pid), cpuNS(b, agentNoPoll.Process.Pid), peer.cpuNS(b)
 	first := scrapeLines(b, addr) // the agent's first scrape
 	alloc0 := runtimeCounters(first)
 	reqs0, writes0 := apiRequests(first)
@@ -106,6 +123,8 @@ func BenchmarkAgentIdle(b *testing.B) {
 	}
 	elapsed := time.Since(began)
 	cpu1, faults1 := procStat(b, agent.Process.Pid)
+	noPollCPU1, _ := procStat(b, agentNoPoll.Process.Pid)
+	ns1, noPollNS1, peerNS1 := cpuNS(b, agent.Process.Pid), cpuNS(b, agentNoPoll.Process.Pid), peer.cpuNS(b)
 	_, keptFaults := procStat(b, agentKept.Process.Pid)
 	idleRSS, keptRSS := readRSS(b, agent.Process.Pid), readRSS(b, agentKept.Process.Pid)
 	last := scrapeLines(b, addr)
@@ -151,6 +170,14 @@ func BenchmarkAgentIdle(b *testing.B) {
 		}
 	}
 	b.ReportMetric(100*(cpu1-cpu0)/elapsed.Seconds(), "CPU-%")
+	b.ReportMetric(100*(noPollCPU1-noPollCPU0)/elapsed.Seconds(), "no-poll-CPU-%")
+	nsPct := func(ns float64) float64 { return 100 * ns / float64(elapsed.Nanoseconds()) }
+	b.ReportMetric(nsPct(ns1-ns0), "CPU-ns-%")
+	b.ReportMetric(nsPct(noPollNS1-noPollNS0), "no-poll-CPU-ns-%")
+	b.ReportMetric(nsPct((ns1-ns0)-(noPollNS1-noPollNS0)), "polling-CPU-ns-%")
+	if peer != nil {
+		b.ReportMetric(nsPct(peerNS1-peerNS0), "node-exporter-CPU-ns-%")
+	}
 	// What the release costs: the pages read back from the executable,
 	// one fault each, in the window and since the start (the agent
 	// without the release read its binary once, at start-up).
@@ -281,6 +308,33 @@ func scrapeLines(b *testing.B, addr string) []string {
 		b.Fatalf("read %s/metrics: %v", addr, err)
 	}
 	return lines
+}
+
+// cpuNS is the time a process's threads have been on a CPU, in ns, summed
+// over its live threads (/proc/<pid>/task/*/schedstat, first field).
+func cpuNS(b *testing.B, pid int) float64 {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(tasks) == 0 {
+		b.Fatalf("threads of %d: %v", pid, err)
+	}
+	var sum float64
+	for _, t := range tasks {
+		data, err := os.ReadFile(t)
+		if err != nil {
+			continue // the thread exited
+		}
+		ns, _ := strconv.ParseFloat(strings.Fields(string(data))[0], 64)
+		sum += ns
+	}
+	return sum
+}
+
+// cpuNS is the peer's CPU time (ns); 0 without the peer.
+func (n *nodeExporter) cpuNS(b *testing.B) float64 {
+	if n == nil {
+		return 0
+	}
+	return cpuNS(b, n.cmd.Process.Pid)
 }
 
 // procStat reads a process's CPU time in seconds and its major page faults

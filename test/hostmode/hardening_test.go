@@ -78,9 +78,17 @@ func TestHardening(t *testing.T) {
 		}
 	}
 
-	h.waitFor(30*time.Second, "memory PSI trigger armed", func() (bool, error) {
-		v, err := h.metric("nodeward_pressure_memory_trigger_active")
-		return v == "1", err
+	// The PSI trigger where the kernel takes its 1 s window, the stall
+	// totals polled where it refuses it to an agent without
+	// CAP_SYS_RESOURCE (as on the machines the tests run on): either way
+	// memory stall is watched under the unit's hardening.
+	h.waitFor(30*time.Second, "memory stall watched (PSI trigger armed or totals polled)", func() (bool, error) {
+		trigger, err := h.metric("nodeward_pressure_memory_trigger_active")
+		if err != nil {
+			return false, err
+		}
+		polling, err := h.metric("nodeward_pressure_memory_polling")
+		return trigger == "1" || polling == "1", err
 	})
 	h.waitFor(30*time.Second, "network up from netlink", func() (bool, error) {
 		v, err := h.metric("nodeward_network_up")

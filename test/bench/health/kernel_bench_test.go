@@ -29,20 +29,10 @@ func BenchmarkKernelRecordToTaint(b *testing.B) {
 	cfg.Kernel.Interval.Duration = 100 * time.Millisecond
 	runHealth(b, daemon.Config{RestConfig: cp.Config(), NodeName: node, Health: &daemon.HealthConfig{Conditions: cfg}})
 	changes := taintWatcher(b, cp.Client(), node, "nodeward.io/readonly-filesystem")
-	samples := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for range b.N {
-		b.StopTimer()
+	report(b, taintLatencies(b, changes, func() (cause, undo func()) {
 		fs := kernelevents.NewExt4(b)
-		b.StartTimer()
-		start := time.Now()
-		fs.Fail(b)
-		samples = append(samples, await(b, changes, true).Sub(start))
-		fs.Unmount(b)
-		await(b, changes, false)
-	}
-	b.StopTimer()
-	report(b, samples)
+		return func() { fs.Fail(b) }, func() { fs.Unmount(b) }
+	}))
 }
 
 // BenchmarkKernelLogReader: how many records a second the reader reads

@@ -81,12 +81,12 @@ func (c *MemoryConfig) validate(prefix string, errs *FieldErrors) {
 	errs.percent(prefix+"psiFullAvg10Percent", c.PSIFullAvg10Percent)
 	errs.positive(prefix+"psiPollInterval", c.PSIPollInterval)
 	if c.Trigger != "" {
-		window, err := parsePSITrigger(c.Trigger)
+		t, err := parsePSITrigger(c.Trigger)
 		if err != nil {
 			errs.Add(prefix+"trigger", c.Trigger, err.Error())
-		} else if c.PSIPollInterval.Duration >= window {
+		} else if c.PSIPollInterval.Duration >= t.window {
 			errs.Add(prefix+"psiPollInterval", c.PSIPollInterval.Duration.String(),
-				fmt.Sprintf("must be shorter than the trigger's window (%v)", window))
+				fmt.Sprintf("must be shorter than the trigger's window (%v)", t.window))
 		}
 	}
 }
@@ -145,7 +145,8 @@ type MemoryProbe struct {
 func NewMemoryProbe(cfg MemoryConfig, procRoot string, env *Env) *MemoryProbe {
 	// The config was validated at load; an invalid trigger leaves the
 	// window at 0, and Watch reports the kernel's refusal.
-	window, _ := parsePSITrigger(cfg.Trigger)
+	trigger, _ := parsePSITrigger(cfg.Trigger)
+	window := trigger.window
 	p := &MemoryProbe{cfg: cfg, procRoot: procRoot, metrics: newMemoryMetrics(env.registerer()), now: env.now()}
 	p.triggerWindow.Store(int64(window))
 	p.metrics.triggerWindow.Set(window.Seconds())

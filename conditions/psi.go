@@ -13,46 +13,45 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ValidatePSITrigger checks "some|full <stall µs> <window µs>" with the
-// kernel's bounds: a window of 500 ms to 10 s and a stall within it.
-func ValidatePSITrigger(trigger string) error {
-	_, err := parsePSITrigger(trigger)
-	return err
+// psiTriggerSpec is a trigger "some|full <stall µs> <window µs>" parsed.
+type psiTriggerSpec struct {
+	kind          string
+	stall, window time.Duration
 }
 
-// parsePSITrigger validates a trigger and returns its window.
-func parsePSITrigger(trigger string) (window time.Duration, err error) {
+// parsePSITrigger checks a trigger against the kernel's bounds (a window
+// of 500 ms to 10 s and a stall within it) and returns it parsed.
+func parsePSITrigger(trigger string) (psiTriggerSpec, error) {
 	fields := strings.Fields(trigger)
 	if len(fields) != 3 || (fields[0] != "some" && fields[0] != "full") {
-		return 0, errors.New(`want "some|full <stall µs> <window µs>"`)
+		return psiTriggerSpec{}, errors.New(`want "some|full <stall µs> <window µs>"`)
 	}
 	stall, err1 := strconv.ParseUint(fields[1], 10, 32)
 	windowUS, err2 := strconv.ParseUint(fields[2], 10, 32)
 	if err1 != nil || err2 != nil {
-		return 0, errors.New("stall and window must be whole microseconds")
+		return psiTriggerSpec{}, errors.New("stall and window must be whole microseconds")
 	}
 	if windowUS < 500_000 || windowUS > 10_000_000 {
-		return 0, errors.New("window must be between 500000 and 10000000 µs")
+		return psiTriggerSpec{}, errors.New("window must be between 500000 and 10000000 µs")
 	}
 	if stall == 0 || stall > windowUS {
-		return 0, errors.New("stall must be positive and at most the window")
+		return psiTriggerSpec{}, errors.New("stall must be positive and at most the window")
 	}
-	return time.Duration(windowUS) * time.Microsecond, nil
+	return psiTriggerSpec{kind: fields[0], stall: time.Duration(stall) * time.Microsecond,
+		window: time.Duration(windowUS) * time.Microsecond}, nil
 }
 
 // widenedTrigger is trigger with its window rounded up to a multiple of
 // 2 s (what the kernel gives an unprivileged process) and its stall scaled
 // to the same share of time; ok is false when the window already is one.
 func widenedTrigger(trigger string) (wide string, window time.Duration, ok bool) {
-	w, err := parsePSITrigger(trigger)
-	if err != nil || w%(2*time.Second) == 0 {
+	t, err := parsePSITrigger(trigger)
+	if err != nil || t.window%(2*time.Second) == 0 {
 		return "", 0, false
 	}
-	fields := strings.Fields(trigger)
-	stall, _ := strconv.ParseUint(fields[1], 10, 32)
-	window = (w/(2*time.Second) + 1) * 2 * time.Second
-	stall = stall * uint64(window/time.Microsecond) / uint64(w/time.Microsecond)
-	return fmt.Sprintf("%s %d %d", fields[0], stall, window/time.Microsecond), window, true
+	window = (t.window/(2*time.Second) + 1) * 2 * time.Second
+	stall := uint64(t.stall/time.Microsecond) * uint64(window/time.Microsecond) / uint64(t.window/time.Microsecond)
+	return fmt.Sprintf("%s %d %d", t.kind, stall, window/time.Microsecond), window, true
 }
 
 // psiTrigger wakes its caller each time the kernel signals that trigger's

@@ -3,10 +3,8 @@ package conditions
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,10 +74,11 @@ type psiTotal struct {
 // newPSIPoller polls path for trigger's kind and threshold; trigger must be
 // valid. The ring holds a window's worth of samples and two more.
 func newPSIPoller(path, trigger string, interval time.Duration, now func() time.Time) (*psiPoller, error) {
-	kind, stall, window, err := parsePSITriggerParts(trigger)
+	t, err := parsePSITrigger(trigger)
 	if err != nil {
 		return nil, fmt.Errorf("poll PSI totals for trigger %q: %w", trigger, err)
 	}
+	kind, stall, window := t.kind, t.stall, t.window
 	if interval <= 0 || interval >= window {
 		return nil, fmt.Errorf("poll PSI totals every %v: must be positive and shorter than the trigger's window %v", interval, window)
 	}
@@ -270,19 +269,4 @@ func truncate(b []byte, n int) string {
 		return string(b[:n]) + "…"
 	}
 	return string(b)
-}
-
-// parsePSITriggerParts validates a trigger and returns its kind, stall and
-// window.
-func parsePSITriggerParts(trigger string) (kind string, stall, window time.Duration, err error) {
-	window, err = parsePSITrigger(trigger)
-	if err != nil {
-		return "", 0, 0, err
-	}
-	fields := strings.Fields(trigger)
-	us, err := strconv.ParseUint(fields[1], 10, 32)
-	if err != nil {
-		return "", 0, 0, errors.New("stall must be whole microseconds")
-	}
-	return fields[0], time.Duration(us) * time.Microsecond, window, nil
 }

@@ -183,18 +183,17 @@ func (l *kernelLog) handle(rec kmsg.Record) {
 	reported := rec.Seq <= l.reported
 	l.mu.Unlock()
 	for _, m := range l.rules.Match(rec.Message) {
+		if !reported {
+			l.metrics.problems.WithLabelValues(m.Rule.Reason, string(m.Rule.Type)).Inc()
+		}
 		if m.Rule.Type == kernelrules.Temporary {
 			if !reported {
-				l.metrics.problems.WithLabelValues(m.Rule.Reason, string(m.Rule.Type)).Inc()
 				l.events(m.Rule.Reason, m.Message)
 				if err := l.cursor.save(rec.Seq); err != nil {
 					l.log.Warn("kernel log", "err", err)
 				}
 			}
 			continue
-		}
-		if !reported {
-			l.metrics.problems.WithLabelValues(m.Rule.Reason, string(m.Rule.Type)).Inc()
 		}
 		cond := npdConditions()[m.Rule.Condition]
 		l.mu.Lock()
@@ -231,8 +230,9 @@ func (l *kernelLog) sample(ctx context.Context, cond corev1.NodeConditionType) S
 		return unknown(s, "KernelLogUnreadable", openErr)
 	}
 	held := problems[:0:0]
+	hostMounts := sync.OnceValues(l.hostMounts) // read once however many problems re-check
 	for _, p := range problems {
-		holds, err := l.stillHolds(p)
+		holds, err := stillHolds(p, hostMounts)
 		if err != nil {
 			return unknown(s, "RecheckFailed", fmt.Errorf("re-check %s on %q: %w", p.reason, p.device, err))
 		}
@@ -296,8 +296,9 @@ func (l *kernelLog) close() {
 // filesystem remounted read-only holds while a mount of its device is
 // read-only; an XFS shutdown while its device is mounted (a shut-down XFS
 // stays so until unmounted). Any other problem (a hung task), or one whose
-// record names no device, holds until the node reboots.
-func (l *kernelLog) stillHolds(p kernelProblem) (bool, error) {
+// record names no device, holds until the node reboots. mounts gives the
+// host's mounts.
+func stillHolds(p kernelProblem, mounts func() ([]*mountinfo.Info, error)) (bool, error) {
 	check := map[string]func(*mountinfo.Info) bool{
 		"FilesystemIsReadOnly": readOnly,
 		"XFSShutdown":          func(*mountinfo.Info) bool { return true },
@@ -305,23 +306,30 @@ func (l *kernelLog) stillHolds(p kernelProblem) (bool, error) {
 	if check == nil || p.device == "" {
 		return true, nil
 	}
-	f, err := os.Open(filepath.Join(l.procRoot, "1", "mountinfo"))
+	all, err := mounts()
 	if err != nil {
 		return false, err
 	}
-	defer f.Close()
-	mounts, err := mountinfo.GetMountsFromReader(f, func(m *mountinfo.Info) (skip, stop bool) {
-		return m.Source != "/dev/"+p.device, false
-	})
-	if err != nil {
-		return false, fmt.Errorf("read the host's mounts: %w", err)
-	}
-	for _, m := range mounts {
-		if check(m) {
+	for _, m := range all {
+		if m.Source == "/dev/"+p.device && check(m) {
 			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// hostMounts reads the mounts of the host's PID 1.
+func (l *kernelLog) hostMounts() ([]*mountinfo.Info, error) {
+	f, err := os.Open(filepath.Join(l.procRoot, "1", "mountinfo"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	mounts, err := mountinfo.GetMountsFromReader(f, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read the host's mounts: %w", err)
+	}
+	return mounts, nil
 }
 
 // readOnly: the mount or its filesystem is read-only; ext4 marks an

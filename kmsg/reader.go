@@ -121,13 +121,8 @@ func (r *Reader) Next(ctx context.Context) (Record, error) {
 		case err != nil:
 			return Record{}, fmt.Errorf("read the kernel log: %w", err)
 		}
-		rec, err := Parse(r.buf[:n])
-		if err != nil {
-			return Record{}, err
-		}
-		r.account(rec.Seq)
-		if r.wanted(rec) {
-			return rec, nil
+		if rec, ok, err := r.take(n); err != nil || ok {
+			return rec, err
 		}
 	}
 }
@@ -157,20 +152,26 @@ func (r *Reader) ReadAvailable(handle func(Record)) error {
 		case rerr != nil:
 			return fmt.Errorf("read the kernel log: %w", rerr)
 		}
-		rec, err := Parse(r.buf[:n])
+		rec, ok, err := r.take(n)
 		if err != nil {
 			return err
 		}
-		r.account(rec.Seq)
-		if r.wanted(rec) {
+		if ok {
 			handle(rec)
 		}
 	}
 }
 
-// wanted: the kernel's own record, past the start the options set.
-func (r *Reader) wanted(rec Record) bool {
-	return rec.Kernel() && !(r.skip && rec.Seq <= r.after) && rec.SinceBoot >= r.cutoff
+// take parses the record of n bytes just read, counts it, and says
+// whether it is one to hand out: the kernel's own, past the start the
+// options set.
+func (r *Reader) take(n int) (Record, bool, error) {
+	rec, err := Parse(r.buf[:n])
+	if err != nil {
+		return Record{}, false, err
+	}
+	r.account(rec.Seq)
+	return rec, rec.Kernel() && !(r.skip && rec.Seq <= r.after) && rec.SinceBoot >= r.cutoff, nil
 }
 
 // account counts the records between the last one read and seq as lost.

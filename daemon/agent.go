@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 
@@ -160,13 +162,17 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg, client: client, watch: NewNodeWatch(client, cfg.NodeName, stall),
 		readiness: &Readiness{Notifier: cfg.Notifier, Log: cfg.Log}, liveness: NewLiveness(cfg.Now)}
 	a.readiness.Add("node watch", SyncedCheck(a.watch.Synced()))
+	// One recorder of Events about the Node for both halves.
+	a.events = update.NewNodeEvents(client, "nodeward-agent", cfg.NodeName, cfg.Log)
 	if cfg.Health != nil {
 		if err := a.buildHealth(*cfg.Health); err != nil {
+			a.stop()
 			return nil, err
 		}
 	}
 	if cfg.Update != nil {
 		if err := a.buildUpdate(rc, *cfg.Update); err != nil {
+			a.stop()
 			return nil, err
 		}
 	}
@@ -201,6 +207,9 @@ func (a *Agent) buildHealth(hc HealthConfig) error {
 	reporter, err := health.New(health.Config{
 		Client: a.client, NodeName: a.cfg.NodeName, Config: hc.Conditions, LeaseRenewInterval: hc.LeaseRenewInterval, Registerer: a.cfg.Registry,
 		Guard: guard, NetworkOptions: hc.NetworkOptions, OOM: hc.OOM, Log: a.cfg.Log, Now: a.cfg.Now,
+		Events: func(reason, message string) {
+			a.events.Event(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.NodeName}}, true, reason, message)
+		},
 		Beat: a.liveness.Register("health", heartbeat+time.Minute, healthBusyLimit),
 	}, a.watch, a.watch.Subscribe())
 	if err != nil {
@@ -230,12 +239,10 @@ func (a *Agent) buildUpdate(rc *rest.Config, uc UpdateConfig) error {
 	if err != nil {
 		return fmt.Errorf("register drain metrics: %w", err)
 	}
-	a.events = update.NewNodeEvents(a.client, "nodeward-agent", a.cfg.NodeName, log)
 	own, err := update.NewKubeWorkloads(drain.Config{Client: a.client, Node: a.cfg.NodeName, Options: uc.Drain,
 		Log: log, Metrics: drainMetrics, Recorder: a.events.Recorder()})
 	var workloads update.Workloads = own
 	if err != nil {
-		a.events.Stop()
 		return fmt.Errorf("update: drain: %w", err)
 	}
 	var protocol update.Protocol = &update.AnnotationProtocol{Client: a.client, Node: a.cfg.NodeName, Observe: a.watch.Observe}
@@ -243,11 +250,9 @@ func (a *Agent) buildUpdate(rc *rest.Config, uc UpdateConfig) error {
 	case "", "nodeward":
 	case "mco":
 		if protocol, uc.OS, workloads, err = a.mcoParts(rc, uc, workloads); err != nil {
-			a.events.Stop()
 			return err
 		}
 	default:
-		a.events.Stop()
 		return fmt.Errorf("protocol %q: want nodeward or mco", uc.Protocol)
 	}
 	// The watch is also a fresh reader: the drain policy is read from the
@@ -269,7 +274,6 @@ func (a *Agent) buildUpdate(rc *rest.Config, uc UpdateConfig) error {
 	// action (a download) is bounded by osupdate's own timeouts.
 	mc.Heartbeat = a.liveness.Register("update", 3*cmp.Or(mc.PollInterval, 5*time.Second)+10*time.Second, updateBusyLimit)
 	if a.machine, err = update.NewMachine(mc); err != nil {
-		a.events.Stop()
 		return err
 	}
 	a.readiness.Add("update", SyncedCheck(a.machine.Synced()))

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/api/v1alpha1"
@@ -49,6 +47,9 @@ type Config struct {
 	Beat func(busy bool)
 	// OOM turns on the OOM-kill Events.
 	OOM OOMConfig
+	// Events records a Warning Event on the Node (temporary kernel
+	// problems, OOM kills); nil drops them.
+	Events func(reason, message string)
 }
 
 // CheckLeaseRenewInterval says why d cannot be the liveness Lease's
@@ -73,9 +74,6 @@ type Reporter struct {
 	lease     *LeaseRenewer
 	nodes     conditions.NodeCache
 	changed   <-chan struct{}
-	// events records the Warning Events of temporary kernel problems on
-	// the Node.
-	events *kube.Recorder
 	// oom reports OOM kills; nil when off.
 	oom *oomEvents
 }
@@ -106,16 +104,14 @@ func New(cfg Config, nodes conditions.NodeCache, nodeChanged <-chan struct{}) (*
 		cfg.Now = time.Now
 	}
 	metrics := conditions.NewMetrics(cfg.Registerer)
-	events := cfg.Client.NewRecorder(context.Background(), corev1.EventSource{Component: "nodeward-agent", Host: cfg.NodeName},
-		kube.RecorderOptions{Log: cfg.Log})
-	// Node events refer to the node by name, as the kubelet's do.
-	nodeRef := &corev1.ObjectReference{Kind: "Node", Name: cfg.NodeName, UID: types.UID(cfg.NodeName), APIVersion: "v1"}
-	warn := func(reason, message string) { events.Event(nodeRef, corev1.EventTypeWarning, reason, message) }
+	warn := cfg.Events
+	if warn == nil {
+		warn = func(string, string) {}
+	}
 	var oom *oomEvents
 	if cfg.OOM.Enabled {
 		var err error
 		if oom, err = newOOMEvents(cfg.OOM, cfg.Client, cfg.NodeName, warn, cfg.Registerer, cfg.Log); err != nil {
-			events.Shutdown(0)
 			return nil, err
 		}
 	}
@@ -132,7 +128,6 @@ func New(cfg Config, nodes conditions.NodeCache, nodeChanged <-chan struct{}) (*
 		}),
 		nodes:   nodes,
 		changed: nodeChanged,
-		events:  events,
 		oom:     oom,
 	}
 	r.lease = NewLeaseRenewer(LeaseConfig{Client: cfg.Client, Node: cfg.NodeName,
@@ -156,7 +151,6 @@ func (r *Reporter) Ready() (bool, string) {
 // synced, so that the Lease is created owned by the Node.
 func (r *Reporter) Run(ctx context.Context) error {
 	defer conditions.Close(r.probes)
-	defer r.events.Shutdown(kube.RecorderFlushTimeout)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)

@@ -44,6 +44,44 @@ type Canonicalizer interface {
 	Canonical(target string) (string, error)
 }
 
+// Disruption is what applying a staged target asks of the node. The zero
+// value is the whole disruption (cordon, drain, reboot): an OS updater that
+// cannot tell gets it.
+type Disruption struct {
+	// NoDrain: the update neither cordons nor drains the node; its pods
+	// stay and keep serving.
+	NoDrain bool `json:"noDrain,omitempty"`
+	// NoReboot: the target is applied in place (LiveUpdater.ApplyLive)
+	// instead of finalized and booted.
+	NoReboot bool `json:"noReboot,omitempty"`
+	// Reason says why, for the step's reason and the logs.
+	Reason string `json:"reason,omitempty"`
+}
+
+// LiveUpdater is implemented by OS updaters that can apply some targets
+// with less than a drain and a reboot: the machine-config-daemon's node
+// disruption policies (daemon/mco). The machine asks Disruption once, right
+// after staging, and keeps the answer for the whole update, so that a
+// restart mid-update never changes what the update does.
+type LiveUpdater interface {
+	// Disruption says what applying the staged target needs. An error is
+	// retried (reported as the step's failure meanwhile).
+	Disruption(ctx context.Context, target string) (Disruption, error)
+	// ApplyLive applies the staged target in place, without a reboot. It
+	// must be safe to call again after a crash. An error is the update's
+	// failure, retried and reported; never a reason to reboot.
+	ApplyLive(ctx context.Context, target string) error
+}
+
+// Releaser is implemented by Workloads whose drainer must hear that an
+// update is over even when it did not cordon the node (the MCO's uncordon
+// handshake, which the machine-config-daemon runs after every update).
+// Release is called in Uncordon's place when the update cordoned nothing;
+// it must never make schedulable a node someone else cordoned.
+type Releaser interface {
+	Release(ctx context.Context) error
+}
+
 // Rebooter restarts the machine. Reboot may return before the machine goes
 // down; the agent waits for its own death.
 type Rebooter interface {

@@ -62,6 +62,9 @@ type State struct {
 	// Refused is true when the OS updater refused the target (ErrRefused):
 	// Degraded with nothing applied, until the target changes.
 	Refused bool `json:"refused,omitempty"`
+	// Disruption is what this update asks of the node, decided once after
+	// staging (LiveUpdater); the zero value drains and reboots.
+	Disruption Disruption `json:"disruption,omitzero"`
 	// Reason explains Degraded, RolledBack and Yielded.
 	Reason string `json:"reason,omitempty"`
 

@@ -27,8 +27,8 @@ func (m *Machine) cordoning(ctx context.Context, node *corev1.Node, want Desired
 	if len(drain.PreDrain.Hooks(node)) > 0 {
 		return v1alpha1.StepHooksPreDrain, nil // a hook came back since it was checked
 	}
-	if want.SkipDrain {
-		m.state.Reason = "no cordon and no drain: a single-node cluster has nowhere to move its pods"
+	if !m.drains(want) {
+		m.state.Reason = m.noDrainReason(want)
 		return v1alpha1.StepHooksPreReboot, nil
 	}
 	byUs, err := m.cfg.Workloads.Cordon(ctx)
@@ -45,6 +45,19 @@ func (m *Machine) cordoning(ctx context.Context, node *corev1.Node, want Desired
 	}
 	m.state.Cordoned = true
 	return v1alpha1.StepDraining, nil
+}
+
+// drains tells whether this update cordons and drains the node: not on a
+// single-node cluster (SkipDrain), not when the update asks for no drain.
+func (m *Machine) drains(want Desired) bool {
+	return !want.SkipDrain && !m.state.Disruption.NoDrain
+}
+
+func (m *Machine) noDrainReason(want Desired) string {
+	if want.SkipDrain {
+		return "no cordon and no drain: a single-node cluster has nowhere to move its pods"
+	}
+	return "no cordon and no drain: " + m.state.Disruption.Reason
 }
 
 // grantStillOurs checks, at every step that can disrupt, that the Node is
@@ -76,7 +89,7 @@ func (m *Machine) disruptionStillOurs(node *corev1.Node, want Desired) v1alpha1.
 	if back := m.grantStillOurs(node, want); back != "" {
 		return back
 	}
-	if !node.Spec.Unschedulable && !want.SkipDrain {
+	if !node.Spec.Unschedulable && m.drains(want) {
 		m.state.Reason = "the node was uncordoned mid-update: cordoning and draining again"
 		return v1alpha1.StepCordoning
 	}
@@ -206,6 +219,9 @@ func (m *Machine) freshNode(ctx context.Context) (*corev1.Node, error) {
 }
 
 func (m *Machine) finalizing(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
+	if m.state.Disruption.NoReboot {
+		return m.applyLive(ctx, node, want)
+	}
 	if rebooted, err := m.rebooted(); err != nil || rebooted {
 		return m.afterBoot(err) // finalization rebooted the machine
 	}
@@ -286,7 +302,7 @@ func (m *Machine) rebooting(ctx context.Context, node *corev1.Node, want Desired
 		st.Cordoned, st.NodeUID, st.Grant, st.DrainSince = false, "", "", time.Time{}
 		st.Reason = "the Node object was re-created after the finalize: waiting for a new grant before draining and rebooting"
 		return v1alpha1.StepStaged, nil
-	case !node.Spec.Unschedulable && !want.SkipDrain:
+	case !node.Spec.Unschedulable && m.drains(want):
 		st.Cordoned = false
 		st.Reason = "the node was uncordoned after the finalize: cordoning and draining again before the reboot"
 		return v1alpha1.StepCordoning, nil
@@ -304,9 +320,9 @@ func (m *Machine) rebooting(ctx context.Context, node *corev1.Node, want Desired
 // acting on a stale cache (after an API server restart) binds pods to a
 // cordoned node, and the reboot would take them down without eviction. It
 // returns Draining when some did, the current step on an error, or "".
-// A node updated without a drain (SkipDrain) keeps its pods.
+// A node updated without a drain keeps its pods.
 func (m *Machine) stillDrained(ctx context.Context, want Desired) (v1alpha1.Step, error) {
-	if want.SkipDrain {
+	if !m.drains(want) {
 		return "", nil
 	}
 	pods, err := m.cfg.Workloads.Undrained(ctx)

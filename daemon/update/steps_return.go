@@ -29,6 +29,12 @@ func (m *Machine) verifying(ctx context.Context, _ *corev1.Node, _ Desired) (v1a
 		st.FailedBoots = 0
 		return v1alpha1.StepWaitingHealthy, nil
 	}
+	if st.Disruption.NoReboot {
+		// Applied in place: there is no boot to retry and no deployment
+		// to roll back to.
+		st.Reason = "applied without a reboot, but: " + reason
+		return v1alpha1.StepDegraded, nil
+	}
 	booted, err := m.cfg.OS.Booted(ctx)
 	if err != nil {
 		return v1alpha1.StepVerifying, fmt.Errorf("read booted OS: %w", err)
@@ -69,7 +75,11 @@ func (m *Machine) waitingHealthy(ctx context.Context, node *corev1.Node, _ Desir
 }
 
 func (m *Machine) uncordoning(ctx context.Context, _ *corev1.Node, _ Desired) (v1alpha1.Step, error) {
-	if err := m.uncordon(ctx); errors.Is(err, drain.ErrBlocked) {
+	end := m.uncordon
+	if !m.state.Cordoned {
+		end = m.release
+	}
+	if err := end(ctx); errors.Is(err, drain.ErrBlocked) {
 		m.state.Reason = err.Error()
 		return v1alpha1.StepUncordoning, nil // waiting for the drainer, not failing
 	} else if err != nil {

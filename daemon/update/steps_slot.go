@@ -28,9 +28,31 @@ func (m *Machine) staging(ctx context.Context, node *corev1.Node, want Desired) 
 		}
 		return v1alpha1.StepStaging, err
 	}
+	if err := m.decideDisruption(ctx); err != nil {
+		return v1alpha1.StepStaging, err
+	}
 	// Staged before the slot unless the grant arrived first.
 	st.StagedBeforeSlot = want.Grant == ""
 	return v1alpha1.StepStaged, nil
+}
+
+// decideDisruption asks a LiveUpdater, once per update, what applying the
+// staged target needs; other OS updaters drain and reboot.
+func (m *Machine) decideDisruption(ctx context.Context) error {
+	live, ok := m.cfg.OS.(LiveUpdater)
+	if !ok {
+		return nil
+	}
+	d, err := live.Disruption(ctx, m.state.Target)
+	if err != nil {
+		return fmt.Errorf("decide what updating to %s disrupts: %w", m.state.Target, err)
+	}
+	m.state.Disruption = d
+	if d.NoDrain || d.NoReboot {
+		m.cfg.Log.Info("the update disrupts less than a drain and a reboot", "target", m.state.Target,
+			"drain", !d.NoDrain, "reboot", !d.NoReboot, "reason", d.Reason)
+	}
+	return nil
 }
 
 // stage stages the target and records the boot it was staged in.

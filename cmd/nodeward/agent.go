@@ -16,6 +16,7 @@ import (
 	"github.com/nodeward/nodeward/conditions"
 	"github.com/nodeward/nodeward/daemon"
 	"github.com/nodeward/nodeward/daemon/health"
+	"github.com/nodeward/nodeward/daemon/mco"
 	"github.com/nodeward/nodeward/daemon/update"
 	"github.com/nodeward/nodeward/systemd"
 )
@@ -35,9 +36,12 @@ type agentOptions struct {
 	mcoRoot  string
 	// mcoDrainDegrade is hidden: tests shorten the MCD's 1 h.
 	mcoDrainDegrade time.Duration
-	syncWarn        time.Duration
-	releaseStartup  bool
-	maxProcs        int
+	// mcoDegrade and mcoPolicyWait are hidden too: tests shorten the
+	// grace before Degraded and the daemon's 2 min wait for the policies.
+	mcoDegrade, mcoPolicyWait time.Duration
+	syncWarn                  time.Duration
+	releaseStartup            bool
+	maxProcs                  int
 }
 
 func newAgentCommand(g *globals) *cobra.Command {
@@ -104,7 +108,8 @@ func (o *agentOptions) run(cmd *cobra.Command, g *globals) error {
 			return err
 		}
 		agentCfg.Update.MCO = daemon.MCOConfig{Drain: o.mcoDrain.value, Root: cmp.Or(o.mcoRoot, cfg.HostRoot, "/"),
-			DrainDegradeAfter: o.mcoDrainDegrade}
+			DrainDegradeAfter: o.mcoDrainDegrade, DegradeAfter: o.mcoDegrade, PolicyWait: o.mcoPolicyWait,
+			Units: &systemd.Units{}}
 	}
 	agent, err := daemon.New(agentCfg)
 	if err != nil {
@@ -129,6 +134,10 @@ func (o *agentOptions) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.mcoRoot, "mco-root", "", "with --protocol=mco, the host root under which the rendered config's files, units and SSH keys are written (default --host-root, else /)")
 	cmd.Flags().DurationVar(&o.mcoDrainDegrade, "mco-drain-degrade-after", time.Hour, "with --protocol=mco, how long a blocked drain waits before the node reports Degraded")
 	_ = cmd.Flags().MarkHidden("mco-drain-degrade-after")
+	cmd.Flags().DurationVar(&o.mcoDegrade, "mco-degrade-after", 30*time.Second, "with --protocol=mco, how long a step may keep failing before the node reports Degraded")
+	_ = cmd.Flags().MarkHidden("mco-degrade-after")
+	cmd.Flags().DurationVar(&o.mcoPolicyWait, "mco-policy-wait", mco.PolicyWait, "with --protocol=mco, how long an update waits for MachineConfiguration/cluster's node disruption policies to catch up with its spec before the node reports Degraded")
+	_ = cmd.Flags().MarkHidden("mco-policy-wait")
 	cmd.Flags().StringVar(&o.stateDir, "state-dir", "/var/lib/nodeward", "update state directory; must survive reboots")
 	cmd.Flags().BoolVar(&o.releaseStartup, "release-startup-memory", true,
 		"once ready, unmap the executable's pages and drop them from the page cache, so that only the pages used after start-up are read back, and free start-up's heap (lowers the idle RSS by about half; docs/agent.md)")

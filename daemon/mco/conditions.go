@@ -77,10 +77,20 @@ func conditionsFor(node string, st update.State, state, reason, desired string, 
 	set(CondUpdated, metav1.ConditionFalse, CondUpdated, fmt.Sprintf("Node %s needs an update", node))
 	if p >= prepared {
 		set(CondUpdatePrepared, metav1.ConditionTrue, CondUpdatePrepared,
-			fmt.Sprintf("Update Compatible. Post Cfg Actions: [] Drain Required: %v", !st.Cordoned || ownDrain))
+			fmt.Sprintf("Update Compatible. Post Cfg Actions: [] Drain Required: %v", !st.Disruption.NoDrain))
 	}
-	if p >= executing && ownDrain {
+	switch {
+	case p >= executing && st.Disruption.NoDrain:
+		set(CondUpdateExecuted, metav1.ConditionUnknown, CondDrained, "Node Drain Not required for this update.")
+		set(CondDrained, metav1.ConditionTrue, "UpdateExecutedDrained", "Node Drain Not required for this update.")
+	case p >= executing && ownDrain:
 		setOwnDrain(set, st, p)
+	}
+	if st.Disruption.NoReboot {
+		setApplied(set, st, p)
+		setResumed(set, st, p, desired)
+		setFailure(set, node, state, reason, desired)
+		return ordered(c)
 	}
 	switch {
 	case mcdStepOf(st.Step).applyingOS:
@@ -96,10 +106,34 @@ func conditionsFor(node string, st update.State, state, reason, desired string, 
 	case p > applied:
 		set(CondRebootedNode, metav1.ConditionTrue, CondRebootedNode, "Node has rebooted")
 	}
+	setResumed(set, st, p, desired)
+	setFailure(set, node, state, reason, desired)
+	return ordered(c)
+}
+
+// setter sets one condition.
+type setter func(t string, status metav1.ConditionStatus, why, msg string)
+
+// setApplied writes an update applied without a reboot: the files while
+// they are written, then the post-config action instead of the reboot.
+func setApplied(set setter, st update.State, p progress) {
+	switch {
+	case mcdStepOf(st.Step).applyingOS:
+		set(CondAppliedFilesAndOS, metav1.ConditionUnknown, "UpdateExecutedAppliedFilesAndOS", "Applying files to node.")
+	case p > applied:
+		set(CondAppliedFilesAndOS, metav1.ConditionTrue, "UpdateExecutedAppliedFilesAndOS", "Applied files to node.")
+		set(CondUpdatePostActionComplete, metav1.ConditionTrue, "None", "Changes do not require a reboot")
+	}
+}
+
+func setResumed(set setter, _ update.State, p progress, desired string) {
 	if p >= resumed {
 		set(CondResumed, metav1.ConditionTrue, CondResumed,
 			fmt.Sprintf("In desired config %s. Resumed normal operations.", desired))
 	}
+}
+
+func setFailure(set setter, node, state, reason, desired string) {
 	switch state {
 	case StateUnreconcilable:
 		set(CondUpdatePrepared, metav1.ConditionUnknown, CondUpdatePrepared,
@@ -108,12 +142,11 @@ func conditionsFor(node string, st update.State, state, reason, desired string, 
 	case StateDegraded:
 		set(CondNodeDegraded, metav1.ConditionTrue, CondNodeDegraded, fmt.Sprintf("Node %s upgrade failure. %s", node, reason))
 	}
-	return ordered(c)
 }
 
 // setOwnDrain writes the drain's conditions when nodeward drains itself,
 // with the drain controller's messages.
-func setOwnDrain(set func(string, metav1.ConditionStatus, string, string), st update.State, p progress) {
+func setOwnDrain(set setter, st update.State, p progress) {
 	if st.Cordoned || p > executing {
 		set(CondCordoned, metav1.ConditionTrue, "UpdateExecutedCordoned", "Cordoned node. The node is reporting Unschedulable = true")
 	}

@@ -124,6 +124,22 @@ func (d *DrainHandshake) Uncordon(ctx context.Context) error {
 	return d.handshake(ctx, uncordonVerb)
 }
 
+// Release implements update.Releaser: the uncordon handshake the daemon
+// runs after every update, also after one that drained nothing. A node
+// cordoned by someone else is left as it is: an update that cordoned
+// nothing has no cordon of its own to lift, and the drain controller's
+// uncordon would lift theirs.
+func (d *DrainHandshake) Release(ctx context.Context) error {
+	node, err := d.Node.Node(ctx)
+	if err != nil {
+		return err
+	}
+	if node.Spec.Unschedulable {
+		return nil
+	}
+	return d.handshake(ctx, uncordonVerb)
+}
+
 // ReportHooks implements update.Workloads with nodeward's own conditions.
 func (d *DrainHandshake) ReportHooks(ctx context.Context, point drain.HookPoint, hooks []drain.Hook) error {
 	return d.Own.ReportHooks(ctx, point, hooks)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nodeward/nodeward/atomicfile"
 	"github.com/nodeward/nodeward/daemon/update"
+	"github.com/nodeward/nodeward/disruption"
 	"github.com/nodeward/nodeward/machineconfig"
 	"github.com/nodeward/nodeward/osupdate"
 )
@@ -38,7 +39,17 @@ type Host struct {
 	// host Host has no record of yet: provisioned by the MCO or taken
 	// over from the machine-config-daemon.
 	Current func(ctx context.Context) (string, error)
-	Log     *slog.Logger
+	// Policies gives the cluster's node disruption policies; nil drains
+	// and reboots for every change.
+	Policies interface {
+		Get(ctx context.Context) (disruption.Policies, error)
+	}
+	// Units runs the policies' unit actions.
+	Units UnitActions
+	// Events records an Event about the node (the daemon's SkipReboot,
+	// ServiceReload, …); nil records none.
+	Events func(ctx context.Context, warning bool, reason, message string)
+	Log    *slog.Logger
 }
 
 // ConfigSource gives parsed rendered MachineConfigs by name (Configs from
@@ -55,6 +66,9 @@ type hostRecord struct {
 	// Pending is the target being applied, PendingOS its OS target.
 	Pending   string `json:"pending,omitempty"`
 	PendingOS string `json:"pendingOS,omitempty"`
+	// PendingActions are the node disruption actions of the move to
+	// Pending, decided once (Disruption).
+	PendingActions []disruption.Action `json:"pendingActions,omitempty"`
 }
 
 // Booted implements update.OSUpdater: the target whose OS booted and whose
@@ -148,7 +162,7 @@ func (h *Host) Stage(ctx context.Context, target string) error {
 		return fmt.Errorf("compare config %s with %s: %w", rec.Current, target, err)
 	}
 	_, image := SplitTarget(target)
-	rec.Pending, rec.PendingOS = target, osTarget(current, desired, image)
+	rec.Pending, rec.PendingOS, rec.PendingActions = target, osTarget(current, desired, image), nil
 	if err := h.save(rec); err != nil {
 		return err
 	}
@@ -234,7 +248,7 @@ func (h *Host) VerifyBooted(ctx context.Context, target string) (bool, string, e
 		if err != nil || !ok {
 			return false, reason, err
 		}
-		rec.Current, rec.CurrentOS, rec.Pending, rec.PendingOS = rec.Pending, rec.PendingOS, "", ""
+		rec.Current, rec.CurrentOS, rec.Pending, rec.PendingOS, rec.PendingActions = rec.Pending, rec.PendingOS, "", "", nil
 		if err := h.save(rec); err != nil {
 			return false, "", err
 		}

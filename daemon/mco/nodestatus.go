@@ -58,14 +58,17 @@ func (s *NodeStatus) Write(ctx context.Context, node *corev1.Node, st update.Sta
 	if err := s.ensure(ctx, node, desired); err != nil {
 		return err
 	}
-	want := conditionsFor(s.Node, st, state, reason, desired, s.OwnDrain)
+	// An update that drains nothing writes the drain's conditions itself:
+	// the drain controller, never asked, writes none.
+	ownDrain := s.OwnDrain || st.Disruption.NoDrain
+	want := conditionsFor(s.Node, st, state, reason, desired, ownDrain)
 	mcns := s.Dynamic.Resource(MachineConfigNodeResource)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		obj, err := mcns.Get(ctx, s.Node, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		changed, err := mergeStatus(obj, want, current, desired, s.OwnDrain)
+		changed, err := mergeStatus(obj, want, current, desired, ownDrain)
 		if err != nil || !changed {
 			return err
 		}

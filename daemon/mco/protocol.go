@@ -2,6 +2,7 @@ package mco
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -57,6 +58,8 @@ type Protocol struct {
 	// Coexistence finds a machine-config-daemon on the node; nil skips
 	// the check.
 	Coexistence *Coexistence
+	// Bootstrap is the new node's first-boot file; nil never bootstraps.
+	Bootstrap *Bootstrap
 	// DegradeAfter is how long a step may keep failing before the node
 	// reports Degraded (the MCD degrades on the first failed sync; a
 	// short grace keeps one API conflict from marking the pool); 30 s
@@ -65,7 +68,11 @@ type Protocol struct {
 	// DrainDegradeAfter is how long a blocked drain waits before the node
 	// reports Degraded, as the MCD's 1 h drain wait; 1 h when zero.
 	DrainDegradeAfter time.Duration
-	Now               func() time.Time
+	// PolicyWait is how long a step waits for the node disruption
+	// policies (ErrPoliciesNotReady) before the node reports Degraded;
+	// the daemon's PolicyWait when zero.
+	PolicyWait time.Duration
+	Now        func() time.Time
 
 	mu sync.Mutex
 	// failing is Degraded or Unreconcilable once reported: the MCD keeps
@@ -93,6 +100,12 @@ func SplitTarget(target string) (config, image string) {
 
 // Desired implements update.Protocol.
 func (p *Protocol) Desired(ctx context.Context, node *corev1.Node) (update.Desired, error) {
+	if node.Annotations[AnnotationCurrentConfig] == "" && p.Bootstrap != nil {
+		var err error
+		if node, err = p.bootstrap(ctx); err != nil {
+			return update.Desired{}, err
+		}
+	}
 	a := node.Annotations
 	desired := a[AnnotationDesiredConfig]
 	if desired == "" {
@@ -102,6 +115,11 @@ func (p *Protocol) Desired(ctx context.Context, node *corev1.Node) (update.Desir
 	d := update.Desired{Target: target, GrantTarget: target, SkipDrain: a[AnnotationTopology] == TopologySingleReplica}
 	if desired != a[AnnotationCurrentConfig] || a[AnnotationDesiredImage] != a[AnnotationCurrentImage] {
 		d.Grant = target
+	} else if grant, err := p.firstPivot(target); err != nil || grant {
+		d.Grant = target
+		if err != nil {
+			return update.Desired{}, err
+		}
 	}
 	if p.Coexistence != nil && d.Grant != "" {
 		if why, err := p.Coexistence.Check(ctx, desired); err != nil || why != "" {
@@ -113,6 +131,39 @@ func (p *Protocol) Desired(ctx context.Context, node *corev1.Node) (update.Desir
 		}
 	}
 	return d, nil
+}
+
+// bootstrap gives a new node, one without currentConfig, its first
+// annotations from the first-boot file, as the daemon does on its first
+// start. Without the file, or with one that cannot be read, the node
+// reports Degraded saying why and nothing else is written.
+func (p *Protocol) bootstrap(ctx context.Context) (*corev1.Node, error) {
+	initial, err := p.Bootstrap.Annotations()
+	if err != nil {
+		p.refuse(ctx, err.Error())
+		return nil, err
+	}
+	set := make(map[string]*string, len(initial))
+	for k, v := range initial {
+		set[k] = ptr(v)
+	}
+	node, err := p.patch(ctx, set)
+	if err != nil {
+		return nil, fmt.Errorf("set the initial node annotations from %s: %w", NodeAnnotationsFile, err)
+	}
+	return node, nil
+}
+
+// firstPivot tells whether a node still bootstrapping (its first-boot file
+// present) may move to its own current config without the node
+// controller's grant: the daemon's first-boot pivot, which boots the OS of
+// the first config when the node came up on another. Only the config the
+// node already claims is ever targeted this way, never a new one.
+func (p *Protocol) firstPivot(target string) (bool, error) {
+	if p.Bootstrap == nil || target == "" {
+		return false, nil
+	}
+	return p.Bootstrap.Active()
 }
 
 // refuse reports Degraded with why, once per distinct reason.
@@ -152,6 +203,11 @@ func (p *Protocol) Report(ctx context.Context, st update.State) error {
 	}
 	if state == StateDone {
 		p.setFailing("", "")
+		if p.Bootstrap != nil && st.Target != "" {
+			if err := p.Bootstrap.Finish(); err != nil {
+				return err
+			}
+		}
 	}
 	node, err := p.patch(ctx, set)
 	if err != nil {
@@ -214,9 +270,13 @@ func (p *Protocol) stateFor(st update.State) (string, string) {
 // reports Degraded with the error, once per distinct reason.
 func (p *Protocol) ReportError(ctx context.Context, st update.State, stepErr error, since time.Time) error {
 	now := p.now()
+	degradeAfter := orDefault(p.DegradeAfter, 30*time.Second)
+	if errors.Is(stepErr, ErrPoliciesNotReady) {
+		degradeAfter = orDefault(p.PolicyWait, PolicyWait) // the daemon's bound
+	}
 	var why string
 	switch {
-	case stepErr != nil && now.Sub(since) >= orDefault(p.DegradeAfter, 30*time.Second):
+	case stepErr != nil && now.Sub(since) >= degradeAfter:
 		why = fmt.Sprintf("%s: %v", st.Step, stepErr)
 	case st.Step == v1alpha1.StepDraining && !st.DrainSince.IsZero() &&
 		now.Sub(st.DrainSince) >= orDefault(p.DrainDegradeAfter, time.Hour):

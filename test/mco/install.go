@@ -145,6 +145,9 @@ func (c *Client) Install(ctx context.Context, opts InstallOptions) error {
 			return err
 		}
 	}
+	if err := c.PublishDisruptionPolicies(ctx); err != nil {
+		return fmt.Errorf("publish the node disruption policies: %w", err)
+	}
 	return c.SetTopology(ctx, opts.Topology)
 }
 

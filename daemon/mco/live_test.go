@@ -60,7 +60,7 @@ func (u *recordedUnits) do(call, unit string) error {
 }
 func (u *recordedUnits) Reload(_ context.Context, unit string) error  { return u.do("reload", unit) }
 func (u *recordedUnits) Restart(_ context.Context, unit string) error { return u.do("restart", unit) }
-func (u *recordedUnits) DaemonReload(context.Context) error            { return u.do("daemon-reload", "") }
+func (u *recordedUnits) DaemonReload(context.Context) error           { return u.do("daemon-reload", "") }
 
 const image1 = "quay.io/openshift/os@sha256:1111"
 
@@ -209,7 +209,7 @@ func TestBootstrapReadsTheFirstBootFile(t *testing.T) {
 		t.Fatalf("without the file: %v; want an error naming it", err)
 	}
 	for data, want := range map[string]string{
-		`{"machineconfiguration.openshift.io/currentConfig": `:                      "failed to unmarshal",
+		`{"machineconfiguration.openshift.io/currentConfig": `:                   "failed to unmarshal",
 		`{"machineconfiguration.openshift.io/desiredConfig": "rendered-1"}`:      "no machineconfiguration.openshift.io/currentConfig",
 		`{"machineconfiguration.openshift.io/currentConfig": "r", "other": "x"}`: `"other" is not a machine config annotation`,
 	} {
@@ -237,5 +237,3 @@ func TestBootstrapReadsTheFirstBootFile(t *testing.T) {
 		t.Fatalf("the file was not kept as %s: %v", NodeAnnotationsDoneFile, err)
 	}
 }
-
-

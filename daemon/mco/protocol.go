@@ -143,10 +143,15 @@ func (p *Protocol) bootstrap(ctx context.Context) (*corev1.Node, error) {
 		p.refuse(ctx, err.Error())
 		return nil, err
 	}
-	set := make(map[string]*string, len(initial))
+	set := make(map[string]*string, len(initial)+1)
 	for k, v := range initial {
 		set[k] = ptr(v)
 	}
+	// Working, not the file's Done: the node controller counts a node
+	// whose state is Done on its desired config as updated and available,
+	// and this one has not checked that it runs the config yet (it may
+	// have booted another OS and must pivot first).
+	set[AnnotationState] = ptr(StateWorking)
 	node, err := p.patch(ctx, set)
 	if err != nil {
 		return nil, fmt.Errorf("set the initial node annotations from %s: %w", NodeAnnotationsFile, err)

@@ -58,6 +58,8 @@ func demoConfig(image string, kargs []string, text, key string) mco.MachineConfi
 // host root holding a core user.
 type agentPool struct {
 	*fixture
+	// mu guards procs and roots for watchers while nodes join.
+	mu    sync.Mutex
 	procs map[string]*sim.ProcNode
 	roots map[string]string
 }

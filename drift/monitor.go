@@ -132,11 +132,13 @@ func (m *Monitor) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	events, readErr := make(chan []rawEvent), make(chan error, 1)
+	events, readErr, quit := make(chan []rawEvent), make(chan error, 1), make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); readLoop(ctx, in, events, readErr) }()
-	defer func() { in.close(); wg.Wait() }()
+	go func() { defer wg.Done(); readLoop(in, events, readErr, quit) }()
+	// However Run ends, the reader stops: quit unblocks a send, the
+	// closed instance a read.
+	defer func() { close(quit); in.close(); wg.Wait() }()
 
 	// The ticker starts before the first check: a test's fake clock can
 	// step it as soon as the first check has run.
@@ -152,8 +154,8 @@ func (m *Monitor) Run(ctx context.Context) error {
 }
 
 // readLoop hands each batch of events to Run's goroutine until the
-// instance is closed.
-func readLoop(ctx context.Context, in *inotify, events chan<- []rawEvent, readErr chan<- error) {
+// instance is closed or quit is.
+func readLoop(in *inotify, events chan<- []rawEvent, readErr chan<- error, quit <-chan struct{}) {
 	buf := make([]byte, 64*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
 	for {
 		evs, err := in.readEvents(buf)
@@ -163,7 +165,7 @@ func readLoop(ctx context.Context, in *inotify, events chan<- []rawEvent, readEr
 		}
 		select {
 		case events <- evs:
-		case <-ctx.Done():
+		case <-quit:
 			return
 		}
 	}

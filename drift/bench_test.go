@@ -28,7 +28,7 @@ func benchIgn() string {
 }
 
 // BenchmarkRecheck is one full re-check of the Monitor for a config of
-// 100 files and 10 units with drop-ins (120 paths, 22 directories): list
+// 100 files and 10 units with drop-ins (120 paths, 21 directories): list
 // the paths, re-arm the watches, compare every path.
 func BenchmarkRecheck(b *testing.B) {
 	cfg := parse(b, "rendered-bench", benchIgn())

@@ -57,7 +57,19 @@ func readState(p string) (state, error) {
 		}
 		return state{Kind: kindFile, Mode: toUnixMode(fi.Mode()), UID: uid, GID: gid, Contents: b}, nil
 	}
-	return state{}, fmt.Errorf("%s is a %s, not a file or a symlink: refusing to replace it", p, fi.Mode().Type())
+	return state{}, &oddFileError{path: p, mode: fi.Mode()}
+}
+
+// oddFileError is a path that holds neither a file nor a symlink (a
+// directory, a FIFO, …): Apply refuses to replace it, Drift reports it as
+// a mode mismatch, as the MCD's Lstat-based check does.
+type oddFileError struct {
+	path string
+	mode fs.FileMode
+}
+
+func (e *oddFileError) Error() string {
+	return fmt.Sprintf("%s is a %s, not a file or a symlink: refusing to replace it", e.path, e.mode.Type())
 }
 
 func owner(fi fs.FileInfo) (int, int) {
@@ -67,23 +79,43 @@ func owner(fi fs.FileInfo) (int, int) {
 	return -1, -1
 }
 
-// matches reports whether disk state have is the wanted state; ownership
+// diff is what differs between a path's state and the wanted one.
+type diff int
+
+// The differences, in the order diff looks for them: the MCD's check
+// stats (kind), compares the mode, then the contents; owners last, since
+// the MCD does not check them.
+const (
+	diffNone diff = iota
+	diffKind
+	diffMode
+	diffContents
+	diffTarget
+	diffOwner
+)
+
+// diff is the one definition of "disk state have is the wanted state":
+// the first difference found, diffNone when there is none. Ownership
 // counts only where want names an owner.
-func (want state) matches(have state) bool {
+func (want state) diff(have state) diff {
 	if want.Kind != have.Kind {
-		return false
+		return diffKind
 	}
-	if (want.UID >= 0 && want.UID != have.UID) || (want.GID >= 0 && want.GID != have.GID) {
-		return false
+	switch {
+	case want.Kind == kindFile && want.Mode != have.Mode:
+		return diffMode
+	case want.Kind == kindFile && !bytes.Equal(want.Contents, have.Contents):
+		return diffContents
+	case want.Kind == kindSymlink && want.Target != have.Target:
+		return diffTarget
+	case (want.UID >= 0 && want.UID != have.UID) || (want.GID >= 0 && want.GID != have.GID):
+		return diffOwner
 	}
-	switch want.Kind {
-	case kindFile:
-		return want.Mode == have.Mode && bytes.Equal(want.Contents, have.Contents)
-	case kindSymlink:
-		return want.Target == have.Target
-	}
-	return true
+	return diffNone
 }
+
+// matches reports whether disk state have is the wanted state.
+func (want state) matches(have state) bool { return want.diff(have) == diffNone }
 
 // put makes disk path p hold s, atomically: a temporary file or link in the
 // same directory, synced, renamed over p, and the directory synced, so that

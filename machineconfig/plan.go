@@ -15,10 +15,24 @@ type op struct {
 	disk     string // where it is under the Writer's root
 	field    string // the config field asking for it, for errors
 	want     state
+	// unit and role say which unit a mask or enablement link is for, to
+	// word a drift as the MCD words it.
+	unit string
+	role linkRole
 	// dirMode and dirUID/dirGID are for parent directories Apply creates.
 	dirMode        fs.FileMode
 	dirUID, dirGID int
 }
+
+// linkRole is what a unit's link op is: none (a file), a mask, or an
+// enablement link.
+type linkRole int
+
+const (
+	roleFile linkRole = iota
+	roleMask
+	roleEnable
+)
 
 // plan is the ordered list of paths an Apply touches.
 type plan struct {

@@ -49,7 +49,8 @@ func (p *plan) addUnit(u Unit, field string) error {
 	switch {
 	case u.masked():
 		// A masked unit cannot be enabled; its enablement is left alone.
-		return p.add(op{hostPath: hostPath, field: field + ".mask", want: state{Kind: kindSymlink, Target: devNull, UID: -1, GID: -1}})
+		want := state{Kind: kindSymlink, Target: devNull, UID: -1, GID: -1}
+		return p.add(op{hostPath: hostPath, field: field + ".mask", want: want, unit: u.Name, role: roleMask})
 	case u.Contents != "":
 		if err := p.add(op{hostPath: hostPath, field: field + ".contents", want: rootFile(u.Contents)}); err != nil {
 			return err
@@ -81,7 +82,7 @@ func (p *plan) unmask(hostPath, field string) error {
 	if s.Kind != kindSymlink || s.Target != devNull {
 		return nil
 	}
-	return p.add(op{hostPath: hostPath, field: field, want: absent})
+	return p.add(op{hostPath: hostPath, field: field, want: absent, unit: path.Base(hostPath), role: roleMask})
 }
 
 // enablement plans the links systemctl enable would create, or removes
@@ -102,7 +103,7 @@ func (p *plan) enablement(u Unit, enable bool, field string) error {
 		for _, l := range inst.links(u.Name) {
 			wanted[l] = true
 			want := state{Kind: kindSymlink, Target: inst.file, UID: -1, GID: -1}
-			if err := p.add(op{hostPath: l, field: field, want: want}); err != nil {
+			if err := p.add(op{hostPath: l, field: field, want: want, unit: u.Name, role: roleEnable}); err != nil {
 				return err
 			}
 		}
@@ -113,7 +114,7 @@ func (p *plan) enablement(u Unit, enable bool, field string) error {
 	}
 	for _, l := range existing {
 		if !wanted[l] {
-			if err := p.add(op{hostPath: l, field: field, want: absent}); err != nil {
+			if err := p.add(op{hostPath: l, field: field, want: absent, unit: u.Name, role: roleEnable}); err != nil {
 				return err
 			}
 		}

@@ -60,6 +60,9 @@ type Protocol struct {
 	Coexistence *Coexistence
 	// Bootstrap is the new node's first-boot file; nil never bootstraps.
 	Bootstrap *Bootstrap
+	// Drift is told which config to watch for drift: the one the node is
+	// Done on, none while it updates. nil watches nothing.
+	Drift interface{ Watch(config string) }
 	// DegradeAfter is how long a step may keep failing before the node
 	// reports Degraded (the MCD degrades on the first failed sync; a
 	// short grace keeps one API conflict from marking the pool); 30 s
@@ -81,6 +84,11 @@ type Protocol struct {
 	// read back from the node after a restart.
 	failing, failingReason string
 	loaded                 bool
+	// drifted is the drift reason reported Degraded (Drifted), until the
+	// drift is gone or an update succeeds; last is the machine state last
+	// reported, for the MachineConfigNode's status then.
+	drifted string
+	last    update.State
 }
 
 // Target is the update machine's target for a rendered config: its name,
@@ -207,21 +215,104 @@ func (p *Protocol) Report(ctx context.Context, st update.State) error {
 		}
 	}
 	if state == StateDone {
-		p.setFailing("", "")
-		if p.Bootstrap != nil && st.Target != "" {
-			if err := p.Bootstrap.Finish(); err != nil {
-				return err
-			}
+		if err := p.done(st); err != nil {
+			return err
+		}
+		if why := p.drift(); why != "" {
+			// Done on a config whose files drifted: Degraded until they
+			// are put back (DriftGone).
+			state, reason = StateDegraded, why
+			set[AnnotationState], set[AnnotationReason] = &state, ptr(bound(why))
 		}
 	}
 	node, err := p.patch(ctx, set)
 	if err != nil {
 		return err
 	}
+	p.watchDrift(st, state)
 	if p.Status != nil {
 		return p.Status.Write(ctx, node, st, state, reason)
 	}
 	return nil
+}
+
+// done ends a failure when the node is Done, and a new node's bootstrap.
+func (p *Protocol) done(st update.State) error {
+	p.mu.Lock()
+	if p.drifted == "" {
+		p.failing, p.failingReason, p.loaded = "", "", true
+	}
+	p.mu.Unlock()
+	if p.Bootstrap != nil && st.Target != "" {
+		return p.Bootstrap.Finish()
+	}
+	return nil
+}
+
+// drift is the drift reported and not gone yet, "" when none.
+func (p *Protocol) drift() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.drifted
+}
+
+// watchDrift has the config watched for drift while the node is Done on
+// it, and nothing watched while it updates.
+func (p *Protocol) watchDrift(st update.State, state string) {
+	p.mu.Lock()
+	p.last = st
+	p.mu.Unlock()
+	if p.Drift == nil {
+		return
+	}
+	config := ""
+	if state != StateWorking && mcdStepOf(st.Step).state == StateDone && st.Target != "" {
+		config, _ = SplitTarget(st.Target)
+	}
+	if config == "" {
+		// An update rewrites the files: a drift of the config it leaves
+		// ends with it (the failure it reported stays until Done).
+		p.mu.Lock()
+		p.drifted = ""
+		p.mu.Unlock()
+	}
+	p.Drift.Watch(config)
+}
+
+// Drifted reports the node Degraded for a config drift, with the drifted
+// path's message, as the daemon does.
+func (p *Protocol) Drifted(ctx context.Context, why string) error {
+	p.mu.Lock()
+	p.drifted = why
+	st := p.last
+	p.mu.Unlock()
+	node, wrote, err := p.degrade(ctx, why)
+	if err != nil || !wrote || p.Status == nil {
+		return err
+	}
+	return p.Status.Write(ctx, node, st, StateDegraded, why)
+}
+
+// DriftGone clears a Degraded state that a config drift caused, once the
+// drifted path is back as the config says: the node is Done again. A
+// Degraded state for another reason stays.
+func (p *Protocol) DriftGone(ctx context.Context) error {
+	p.mu.Lock()
+	ours := p.drifted != "" && p.failing == StateDegraded && p.failingReason == p.drifted
+	p.drifted = ""
+	st := p.last
+	if ours {
+		p.failing, p.failingReason = "", ""
+	}
+	p.mu.Unlock()
+	if !ours {
+		return nil
+	}
+	node, err := p.patch(ctx, map[string]*string{AnnotationState: ptr(StateDone), AnnotationReason: ptr("")})
+	if err != nil || p.Status == nil {
+		return err
+	}
+	return p.Status.Write(ctx, node, st, StateDone, "")
 }
 
 // claimDone adds currentConfig (and currentImage) to set when the target

@@ -54,8 +54,13 @@ type OOMKillsConfig struct {
 	Enabled bool `json:"enabled"`
 	// CgroupRoot is the kubepods cgroup watched (e.g.
 	// /sys/fs/cgroup/kubepods.slice); empty: the first of
-	// oomkill.DefaultRoots that exists.
+	// oomkill.DefaultRoots that exists, under CgroupFS.
 	CgroupRoot string `json:"cgroupRoot,omitempty"`
+	// CgroupFS is where the host's cgroup filesystem is mounted, in which
+	// an empty CgroupRoot is looked for; empty: /sys/fs/cgroup. The
+	// DaemonSet mounts the host's at /host/sys/fs/cgroup (its own
+	// /sys/fs/cgroup shows only its container's cgroups).
+	CgroupFS string `json:"cgroupFS,omitempty"`
 }
 
 // DefaultFileConfig is used where the file says nothing.

@@ -1,6 +1,7 @@
 package oomkill_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/nodeward/nodeward/oomkill"
@@ -38,5 +39,20 @@ func TestPodOf(t *testing.T) {
 		if pod != tc.pod || container != tc.container {
 			t.Errorf("PodOf(%q) = %q, %q; want %q, %q", tc.path, pod, container, tc.pod, tc.container)
 		}
+	}
+}
+
+// TestDefaultRootsUnder: the kubepods cgroups of both drivers, v2 then v1,
+// under a cgroup filesystem mounted elsewhere (the DaemonSet's
+// /host/sys/fs/cgroup); DefaultRoots are those of /sys/fs/cgroup.
+func TestDefaultRootsUnder(t *testing.T) {
+	got := oomkill.DefaultRootsUnder("/host/sys/fs/cgroup")
+	want := []string{"/host/sys/fs/cgroup/kubepods.slice", "/host/sys/fs/cgroup/kubepods",
+		"/host/sys/fs/cgroup/memory/kubepods.slice", "/host/sys/fs/cgroup/memory/kubepods"}
+	if !slices.Equal(got, want) {
+		t.Errorf("DefaultRootsUnder(/host/sys/fs/cgroup) = %q, want %q", got, want)
+	}
+	if got, want := oomkill.DefaultRoots(), oomkill.DefaultRootsUnder("/sys/fs/cgroup"); !slices.Equal(got, want) || got[0] != "/sys/fs/cgroup/kubepods.slice" {
+		t.Errorf("DefaultRoots() = %q, want %q", got, want)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path"
 	"sync/atomic"
 	"time"
 
@@ -38,12 +39,17 @@ const (
 
 // DefaultRoots are tried in order when Options.Root is empty: the kubepods
 // cgroup of the systemd and the cgroupfs driver, on v2 and on v1.
-func DefaultRoots() []string {
+func DefaultRoots() []string { return DefaultRootsUnder("/sys/fs/cgroup") }
+
+// DefaultRootsUnder are DefaultRoots in the cgroup filesystem mounted at
+// cgroupFS: a pod reads the host's at another path (the DaemonSet mounts it
+// at /host/sys/fs/cgroup), its own /sys/fs/cgroup being its container's.
+func DefaultRootsUnder(cgroupFS string) []string {
 	return []string{
-		"/sys/fs/cgroup/kubepods.slice",
-		"/sys/fs/cgroup/kubepods",
-		"/sys/fs/cgroup/memory/kubepods.slice",
-		"/sys/fs/cgroup/memory/kubepods",
+		path.Join(cgroupFS, "kubepods.slice"),
+		path.Join(cgroupFS, "kubepods"),
+		path.Join(cgroupFS, "memory", "kubepods.slice"),
+		path.Join(cgroupFS, "memory", "kubepods"),
 	}
 }
 

@@ -98,7 +98,7 @@ func (o *agentOptions) run(cmd *cobra.Command, g *globals) error {
 	agentCfg := daemon.Config{
 		RestConfig: restConfig, NodeName: o.nodeName,
 		Health: &daemon.HealthConfig{Conditions: cfg.Config, LeaseRenewInterval: cfg.LeaseRenewInterval.Duration,
-			OOM: health.OOMConfig{Enabled: cfg.OOMKills.Enabled, CgroupRoot: cfg.OOMKills.CgroupRoot}},
+			OOM: health.OOMConfig{Enabled: cfg.OOMKills.Enabled, CgroupRoot: cfg.OOMKills.CgroupRoot, CgroupFS: cfg.OOMKills.CgroupFS}},
 		MetricsAddress: cfg.MetricsAddress, MetricsAuth: cfg.MetricsAuthConfig(), TextfileDirectory: cfg.TextfileDirectory,
 		Notifier: &systemd.Notifier{}, WatchdogInterval: watchdog, Log: g.logger,
 		SyncWarningInterval: o.syncWarn, Build: buildInfo(), ReleaseStartupMemory: o.releaseStartup,

@@ -20,8 +20,12 @@ import (
 type OOMConfig struct {
 	Enabled bool
 	// CgroupRoot is the kubepods cgroup to watch; empty: the first of
-	// oomkill.DefaultRoots that exists.
+	// oomkill.DefaultRootsUnder(CgroupFS) that exists.
 	CgroupRoot string
+	// CgroupFS is where the host's cgroup filesystem is mounted; empty:
+	// /sys/fs/cgroup (the host service). The DaemonSet mounts the host's at
+	// /host/sys/fs/cgroup.
+	CgroupFS string
 }
 
 // oomEvents reports each OOM kill of a pod on the node as a Warning Event
@@ -39,15 +43,19 @@ type oomEvents struct {
 func newOOMEvents(cfg OOMConfig, client *kube.Client, node string, record func(reason, message string),
 	reg prometheus.Registerer, log *slog.Logger) (*oomEvents, error) {
 	root := cfg.CgroupRoot
+	defaults := oomkill.DefaultRoots()
+	if cfg.CgroupFS != "" {
+		defaults = oomkill.DefaultRootsUnder(cfg.CgroupFS)
+	}
 	if root == "" {
-		for _, r := range oomkill.DefaultRoots() {
+		for _, r := range defaults {
 			if _, err := os.Stat(r); err == nil {
 				root = r
 				break
 			}
 		}
 		if root == "" {
-			return nil, fmt.Errorf("oom kills: none of the kubepods cgroups %v exists", oomkill.DefaultRoots())
+			return nil, fmt.Errorf("oom kills: none of the kubepods cgroups %v exists", defaults)
 		}
 	}
 	w, err := oomkill.New(oomkill.Options{Root: root, Log: log})

@@ -36,3 +36,26 @@ func TestConfigExamples(t *testing.T) {
 			cfg.ProcRoot, cfg.MetricsAuth)
 	}
 }
+
+// TestKernelEventsConfig: components/kernel-events' config loads with the
+// agent's parser and turns the kernel log and the OOM kills on, the cgroups
+// looked for in the host's cgroup filesystem the component mounts.
+func TestKernelEventsConfig(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join(manifestsDir(t), "components", "kernel-events", "agent-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	if err := yaml.UnmarshalStrict(data, &cm); err != nil {
+		t.Fatalf("components/kernel-events/agent-config.yaml: %v", err)
+	}
+	cfg, warnings, err := daemon.ParseFileConfig([]byte(cm.Data["config.yaml"]))
+	if err != nil || len(warnings) > 0 {
+		t.Fatalf("components/kernel-events' config.yaml: %v, warnings %q", err, warnings)
+	}
+	if !cfg.Kernel.Enabled || !cfg.OOMKills.Enabled || cfg.OOMKills.CgroupFS != "/host/sys/fs/cgroup" || cfg.ProcRoot != "/host/proc" {
+		t.Errorf("components/kernel-events' config: kernel %v, oomKills %+v, procRoot %q; want both on, cgroupFS /host/sys/fs/cgroup, procRoot /host/proc",
+			cfg.Kernel.Enabled, cfg.OOMKills, cfg.ProcRoot)
+	}
+}

@@ -52,8 +52,14 @@ func splitDocs(t *testing.T, what string, data []byte, into map[string]object) {
 
 func kustomize(t *testing.T, overlay string) map[string]object {
 	t.Helper()
+	return kustomizeDir(t, overlay, filepath.Join(repo, "manifests", overlay))
+}
+
+// kustomizeDir builds the kustomization in dir.
+func kustomizeDir(t *testing.T, overlay, dir string) map[string]object {
+	t.Helper()
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	m, err := k.Run(filesys.MakeFsOnDisk(), filepath.Join(repo, "manifests", overlay))
+	m, err := k.Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
 		t.Fatalf("kustomize build %s: %v", overlay, err)
 	}
@@ -140,17 +146,29 @@ func walk(v any, f func(map[string]any)) {
 // TestChartMatchesKustomize: for each platform and monitoring choice, the
 // chart renders exactly the kustomize overlay's objects (kind, namespace,
 // name) with the same content, labels and every spec field included, but
-// for managed-by and the image references.
+// for managed-by and the image references; with the kernel log and the OOM
+// kills on, exactly the overlay with components/kernel-events
+// (testdata/kernel-events-<platform>).
 func TestChartMatchesKustomize(t *testing.T) {
+	kernelEvents := map[string]any{"kernelLog": map[string]any{"enabled": true}, "oomKills": map[string]any{"enabled": true}}
 	for _, c := range []struct {
 		overlay string
+		dir     string
 		values  map[string]any
 	}{
-		{"overlays/kubernetes", map[string]any{"platform": "kubernetes"}},
-		{"overlays/openshift", map[string]any{"platform": "openshift"}},
+		{"overlays/kubernetes", "", map[string]any{"platform": "kubernetes"}},
+		{"overlays/openshift", "", map[string]any{"platform": "openshift"}},
+		{"overlays/kubernetes+components/kernel-events", "testdata/kernel-events-kubernetes", map[string]any{"platform": "kubernetes", "agent": kernelEvents}},
+		{"overlays/openshift+components/kernel-events", "testdata/kernel-events-openshift", map[string]any{"platform": "openshift", "agent": kernelEvents}},
 	} {
 		t.Run(c.overlay, func(t *testing.T) {
-			want, got := kustomize(t, c.overlay), helm(t, c.values)
+			var want map[string]object
+			if c.dir == "" {
+				want = kustomize(t, c.overlay)
+			} else {
+				want = kustomizeDir(t, c.overlay, c.dir)
+			}
+			got := helm(t, c.values)
 			for k, w := range want {
 				g, ok := got[k]
 				if !ok {
@@ -224,6 +242,32 @@ func TestChartValues(t *testing.T) {
 		return engine.Render(c, v)
 	}(); err == nil || !strings.Contains(err.Error(), "platform") {
 		t.Errorf("platform gke: %v, want an error naming platform", err)
+	}
+}
+
+// TestChartOOMKillsAlone: the OOM kills without the kernel log mount the
+// host's cgroup filesystem but leave the container unprivileged, and a
+// cgroupRoot value reaches the agent's config.
+func TestChartOOMKillsAlone(t *testing.T) {
+	root := "/host/sys/fs/cgroup/memory/kubepods"
+	objs := helm(t, map[string]any{"agent": map[string]any{"oomKills": map[string]any{"enabled": true, "cgroupRoot": root}}})
+	cm, _ := yaml.Marshal(objs["ConfigMap nodeward-system/nodeward-agent-config"])
+	for _, want := range []string{"cgroupFS: /host/sys/fs/cgroup", "cgroupRoot: \"" + root + "\""} {
+		if !bytes.Contains(cm, []byte(want)) {
+			t.Errorf("agent config lacks %q:\n%s", want, cm)
+		}
+	}
+	if bytes.Contains(cm, []byte("kernel:")) {
+		t.Errorf("kernel log on in the agent config with agent.kernelLog off:\n%s", cm)
+	}
+	ds, _ := yaml.Marshal(objs["DaemonSet nodeward-system/nodeward-agent"])
+	for _, want := range []string{"privileged: false", "allowPrivilegeEscalation: false", "mountPath: /host/sys/fs/cgroup", "path: /sys/fs/cgroup"} {
+		if !bytes.Contains(ds, []byte(want)) {
+			t.Errorf("agent DaemonSet lacks %q:\n%s", want, ds)
+		}
+	}
+	if bytes.Contains(ds, []byte("kmsg")) {
+		t.Errorf("agent DaemonSet mounts /dev/kmsg with agent.kernelLog off:\n%s", ds)
 	}
 }
 

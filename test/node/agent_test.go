@@ -2,11 +2,13 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,33 +46,13 @@ func TestAgentOnRealNode(t *testing.T) {
 	defer cancel()
 	client := cp.Client()
 
-	start := time.Now()
-	tag, digest, err := node.BuildImage(ctx, env.Root(), "localhost/nodeward", filepath.Join(env.Dir(), "nodeward.oci.tar"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.ImportImage(ctx, filepath.Join(env.Dir(), "nodeward.oci.tar")); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("image %s %s built and imported in %s", tag, digest, time.Since(start).Round(time.Millisecond))
-
-	host, port, err := splitHost(cp.Config().Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	missing, err := missingCapabilities()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(missing) > 0 {
-		t.Logf("this machine cannot grant %v: the agent runs without them", missing)
-	}
-	d := deployment{image: tag, apiHost: host, apiPort: port, missing: missing, agentArgs: installHostDouble(t, n)}
+	d := agentDeployment(ctx, t, cp, n)
+	tag := d.image
 	manifests, err := d.render(ctx, cp, env.Root())
 	if err != nil {
 		t.Fatal(err)
 	}
-	start = time.Now()
+	start := time.Now()
 	if err := apply(ctx, cp, manifests, env.Dir()); err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +85,49 @@ func TestAgentOnRealNode(t *testing.T) {
 	t.Run("runtime-restart", func(t *testing.T) { testRuntimeRestart(ctx, t, client, n) })
 	t.Run("host-rpm-ostree", func(t *testing.T) { testHostRpmOstree(ctx, t, client, n) })
 	t.Run("helm-chart", func(t *testing.T) { testHelmChart(ctx, t, cp, n, d) })
+}
+
+var (
+	agentOnce       sync.Once
+	agentDeploy     deployment
+	agentDeployFail = errors.New("building or importing the agent's image failed in an earlier test")
+	agentDeployErr  error
+)
+
+// agentDeployment builds the image `make image` makes, imports it into the
+// node and installs the host's rpm-ostree double, once per package, and
+// returns how the tests adapt the manifests to this cluster.
+func agentDeployment(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, n *node.Node) deployment {
+	t.Helper()
+	agentOnce.Do(func() {
+		agentDeployErr = agentDeployFail // a t.Fatal below leaves it set
+		start := time.Now()
+		tag, digest, err := node.BuildImage(ctx, env.Root(), "localhost/nodeward", filepath.Join(env.Dir(), "nodeward.oci.tar"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.ImportImage(ctx, filepath.Join(env.Dir(), "nodeward.oci.tar")); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("image %s %s built and imported in %s", tag, digest, time.Since(start).Round(time.Millisecond))
+		host, port, err := splitHost(cp.Config().Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		missing, err := missingCapabilities()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(missing) > 0 {
+			t.Logf("this machine cannot grant %v: the agent runs without them", missing)
+		}
+		agentDeploy = deployment{image: tag, apiHost: host, apiPort: port, missing: missing, agentArgs: installHostDouble(t, n)}
+		agentDeployErr = nil
+	})
+	if agentDeployErr != nil {
+		t.Fatal(agentDeployErr)
+	}
+	return agentDeploy
 }
 
 // testHelmChart replaces the kustomize install's DaemonSet with the Helm

@@ -56,9 +56,14 @@ func (d deployment) render(ctx context.Context, cp *cluster.ControlPlane, root s
 }
 
 // renderChart renders charts/nodeward with Helm's engine (test/helmsync's
-// render command, its own module) and adapts it as render does.
-func (d deployment) renderChart(ctx context.Context, root string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "go", "run", "./render")
+// render command, its own module), with the values sets (key=value, dotted
+// keys) if any, and adapts it as render does.
+func (d deployment) renderChart(ctx context.Context, root string, sets ...string) ([]byte, error) {
+	args := []string{"run", "./render"}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = filepath.Join(root, "test", "helmsync")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -246,6 +246,16 @@ func (n *Node) HostPath(path string) string {
 	return filepath.Join(fmt.Sprintf("/proc/%d/root", n.holder.Pid()), path)
 }
 
+// KubepodsCgroup is the memory cgroup the kubelet puts the node's pods in,
+// as the host sees it: <cgroupRoot>/kubepods in the memory hierarchy on
+// cgroup v1, in the unified one on v2 (the cgroupfs driver).
+func (n *Node) KubepodsCgroup() string {
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		return filepath.Join("/sys/fs/cgroup", n.cgroupRoot, "kubepods")
+	}
+	return filepath.Join("/sys/fs/cgroup/memory", n.cgroupRoot, "kubepods")
+}
+
 // Name is the Node's name.
 func (n *Node) Name() string { return n.opts.Name }
 

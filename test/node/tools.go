@@ -39,6 +39,24 @@ func BuildTools(ctx context.Context, root, dir string) (*Tools, error) {
 	return t, nil
 }
 
+// MemhogImage names the image of test/memhog, which allocates until the
+// kernel kills it (the OOM-kill test's container).
+const MemhogImage = "localhost/nodeward-memhog:test"
+
+// BuildMemhog builds test/memhog static into dir and packages it as the
+// OCI image-layout tarball it returns, named MemhogImage.
+func BuildMemhog(ctx context.Context, root, dir string) (string, error) {
+	bin, tarball := filepath.Join(dir, "memhog"), filepath.Join(dir, "memhog.oci.tar")
+	if err := run(ctx, root, []string{"CGO_ENABLED=0"}, "go", "build", "-trimpath", "-o", bin, "./test/memhog"); err != nil {
+		return "", fmt.Errorf("build ./test/memhog: %w", err)
+	}
+	if err := run(ctx, root, nil, "go", "run", "./tools/ociimage", "-tag", MemhogImage, "-out", tarball,
+		"-file", bin+":/memhog:0755", "-entrypoint", "/memhog"); err != nil {
+		return "", fmt.Errorf("package the memhog image: %w", err)
+	}
+	return tarball, nil
+}
+
 // BuildImage runs `make image` at root, tagging the image repo:VERSION
 // (the Makefile's version), and returns the tag and the digest make prints.
 func BuildImage(ctx context.Context, root, repo, out string) (tag, digest string, err error) {

@@ -114,15 +114,18 @@ type UpdateConfig struct {
 // metrics endpoint. It owns the process lifecycle: Run returns when ctx
 // ends or a part fails.
 type Agent struct {
-	cfg       Config
-	client    *kube.Client
-	watch     *NodeWatch
-	health    *health.Reporter
-	machine   *update.Machine
-	events    *update.NodeEvents
-	readiness *Readiness
-	liveness  *Liveness
-	server    *server
+	cfg     Config
+	client  *kube.Client
+	watch   *NodeWatch
+	health  *health.Reporter
+	machine *update.Machine
+	// companions run beside the update machine for as long as it runs
+	// (MCO mode's config drift monitor); they report their own trouble.
+	companions []func(context.Context) error
+	events     *update.NodeEvents
+	readiness  *Readiness
+	liveness   *Liveness
+	server     *server
 }
 
 // New validates cfg and builds the agent; Run starts it.
@@ -353,6 +356,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.machine != nil {
 		parts++
 		wg.Go(func() { errs <- a.machine.Run(ctx) })
+		for _, run := range a.companions {
+			wg.Go(func() {
+				if err := run(ctx); err != nil {
+					a.cfg.Log.Error("an update companion stopped", "err", err)
+				}
+			})
+		}
 	}
 	if parts == 0 {
 		<-ctx.Done()

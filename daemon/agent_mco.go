@@ -78,6 +78,9 @@ func (a *Agent) mcoParts(rc *rest.Config, uc UpdateConfig, own update.Workloads)
 			}
 			return node.Annotations[mco.AnnotationCurrentConfig], nil
 		}}
+	watch := &mco.DriftWatch{Files: host.Files, Configs: host.Configs, Protocol: protocol, Events: host.Events, Log: a.cfg.Log}
+	protocol.Drift = watch
+	a.companions = append(a.companions, watch.Run)
 	workloads := own
 	if !ownDrain {
 		workloads = &mco.DrainHandshake{Client: a.client, NodeName: name, Node: a.watch, Own: own}

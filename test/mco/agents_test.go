@@ -2,6 +2,7 @@ package mco_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodeward/nodeward/machineconfig"
 	"github.com/nodeward/nodeward/test/mco"
 	"github.com/nodeward/nodeward/test/rpmostree"
 	"github.com/nodeward/nodeward/test/sim"
@@ -83,12 +85,33 @@ func newAgentPool(t *testing.T, name string, count int, first, second mco.Machin
 		}
 		root := filepath.Join(dir, "root")
 		writeHostRoot(t, root)
+		provision(t, root, first, f.config1)
 		n.Args = append([]string{"--protocol", "mco", "--mco-root", root}, args...)
 		n.RebootDelay = 300 * time.Millisecond
 		p.procs[node], p.roots[node] = n, root
 	}
 	sim.RunMachines(t, p.procs)
 	return p
+}
+
+// provision writes config's files, units and SSH keys under root, as
+// Ignition writes them when the machine is provisioned with it: the config
+// drift monitor checks them from the start.
+func provision(t *testing.T, root string, config mco.MachineConfig, name string) {
+	t.Helper()
+	config.Name = name
+	data, err := json.Marshal(config.Object().Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := machineconfig.Parse(data)
+	if err != nil {
+		t.Fatalf("parse %s: %v", name, err)
+	}
+	w := machineconfig.Writer{Root: root, StateDir: t.TempDir()}
+	if err := w.Apply(context.Background(), nil, cfg); err != nil {
+		t.Fatalf("provision %s with %s: %v", root, name, err)
+	}
 }
 
 // writeHostRoot makes a host root with a core user, as on RHCOS.

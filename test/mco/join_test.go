@@ -24,8 +24,9 @@ import (
 // one: a kwok node with the pool's labels and no machine config
 // annotations, and a host whose first-boot file holds firstBoot (the
 // machine config server's node-annotations.json). The host booted the
-// first config's OS image; its agent is started.
-func (p *agentPool) join(t *testing.T, prefix, firstBoot string, kargs []string) string {
+// first config's OS image, and provisioned (when not nil) wrote its
+// files; its agent is started.
+func (p *agentPool) join(t *testing.T, prefix, firstBoot string, kargs []string, provisioned func(root string)) string {
 	t.Helper()
 	name := p.cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 1, Zones: []string{"zone-z"}, Labels: p.pool.NodeLabels()})[0]
 	p.nodes = append(p.nodes, name)
@@ -42,6 +43,9 @@ func (p *agentPool) join(t *testing.T, prefix, firstBoot string, kargs []string)
 	}
 	root := filepath.Join(dir, "root")
 	writeHostRoot(t, root)
+	if provisioned != nil {
+		provisioned(root)
+	}
 	file := filepath.Join(root, "etc/machine-config-daemon/node-annotations.json")
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		t.Fatal(err)
@@ -85,7 +89,8 @@ func TestNewNodesJoinFromTheFirstBootFile(t *testing.T) {
 		return s.IsTrue("Updated") && s.UpdatedMachineCount == 1
 	})
 
-	same := p.join(t, "joinsame", firstBootFile(p.config1), first.KernelArguments)
+	same := p.join(t, "joinsame", firstBootFile(p.config1), first.KernelArguments,
+		func(root string) { provision(t, root, first, p.config1) })
 	p.c.WaitNode(same, time.Minute, "Done on "+p.config1, func(n *corev1.Node) bool {
 		return n.Annotations[mco.AnnotationState] == mco.StateDone && n.Annotations[mco.AnnotationCurrentConfig] == p.config1
 	})
@@ -108,7 +113,8 @@ func TestNewNodesJoinFromTheFirstBootFile(t *testing.T) {
 	// Booted from the boot image: the old OS, none of the configs' kernel
 	// arguments.
 	claims := p.watchClaims(t, "joinpivot-0", p.config2)
-	pivot := p.join(t, "joinpivot", firstBootFile(p.config2), nil)
+	pivot := p.join(t, "joinpivot", firstBootFile(p.config2), nil,
+		func(root string) { provision(t, root, second, p.config2) })
 	p.c.WaitNode(pivot, 2*time.Minute, "Done on "+p.config2, func(n *corev1.Node) bool {
 		return n.Annotations[mco.AnnotationState] == mco.StateDone && n.Annotations[mco.AnnotationCurrentConfig] == p.config2
 	})
@@ -120,7 +126,7 @@ func TestNewNodesJoinFromTheFirstBootFile(t *testing.T) {
 		return s.IsTrue("Updated") && s.MachineCount == 3 && s.UpdatedMachineCount == 3
 	})
 
-	bad := p.join(t, "joinbad", `{"machineconfiguration.openshift.io/currentConfig": `, nil)
+	bad := p.join(t, "joinbad", `{"machineconfiguration.openshift.io/currentConfig": `, nil, nil)
 	n := p.c.WaitNode(bad, time.Minute, "Degraded naming the first-boot file", func(n *corev1.Node) bool {
 		return n.Annotations[mco.AnnotationState] == mco.StateDegraded &&
 			strings.Contains(n.Annotations[mco.AnnotationReason], "failed to unmarshal initial annotations")

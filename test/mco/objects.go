@@ -31,6 +31,11 @@ type MachineConfig struct {
 // CreateMachineConfig creates mc and deletes it when the test ends.
 func (c *Client) CreateMachineConfig(ctx context.Context, mc MachineConfig) {
 	c.t.Helper()
+	c.create(ctx, MachineConfigs, mc.Object())
+}
+
+// Object is mc as the API object the render controller writes.
+func (mc MachineConfig) Object() *unstructured.Unstructured {
 	ign := mc.Ignition
 	if ign == nil {
 		ign = map[string]any{"ignition": map[string]any{"version": "3.5.0"}}
@@ -53,7 +58,7 @@ func (c *Client) CreateMachineConfig(ctx context.Context, mc MachineConfig) {
 			"machineconfiguration.openshift.io/generated-by-controller-version": "nodeward-test"}},
 		"spec": spec,
 	}}
-	c.create(ctx, MachineConfigs, obj)
+	return obj
 }
 
 // Pool is a MachineConfigPool, laid out as examples/30-pool.yaml.

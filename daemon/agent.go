@@ -21,6 +21,7 @@ import (
 	"github.com/nodeward/nodeward/api/kube/metricsauth"
 	"github.com/nodeward/nodeward/conditions"
 	"github.com/nodeward/nodeward/daemon/health"
+	"github.com/nodeward/nodeward/daemon/mco"
 	"github.com/nodeward/nodeward/daemon/update"
 	"github.com/nodeward/nodeward/drain"
 	"github.com/nodeward/nodeward/footprint"
@@ -114,11 +115,13 @@ type UpdateConfig struct {
 // metrics endpoint. It owns the process lifecycle: Run returns when ctx
 // ends or a part fails.
 type Agent struct {
-	cfg       Config
-	client    *kube.Client
-	watch     *NodeWatch
-	health    *health.Reporter
-	machine   *update.Machine
+	cfg     Config
+	client  *kube.Client
+	watch   *NodeWatch
+	health  *health.Reporter
+	machine *update.Machine
+	// certs writes the ControllerConfig's certificates (MCO protocol).
+	certs     *mco.CertificateWriter
 	events    *update.NodeEvents
 	readiness *Readiness
 	liveness  *Liveness
@@ -353,6 +356,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.machine != nil {
 		parts++
 		wg.Go(func() { errs <- a.machine.Run(ctx) })
+	}
+	if a.certs != nil {
+		// Not a part whose end ends the agent: it logs and retries.
+		wg.Go(func() { _ = a.certs.Run(ctx) })
 	}
 	if parts == 0 {
 		<-ctx.Done()

@@ -35,7 +35,8 @@ type MCOConfig struct {
 	// policies to catch up with their spec; the daemon's 2 min when zero.
 	PolicyWait time.Duration
 	// Units runs the node disruption policies' unit actions (reload,
-	// restart, daemon-reload) on the host's systemd.
+	// restart, daemon-reload) on the host's systemd, and restarts the
+	// kubelet when the service CA rotates, as the MCD does.
 	Units mco.UnitActions
 }
 
@@ -81,6 +82,9 @@ func (a *Agent) mcoParts(rc *rest.Config, uc UpdateConfig, own update.Workloads)
 	watch := &mco.DriftWatch{Files: host.Files, Configs: host.Configs, Protocol: protocol, Events: host.Events, Log: a.cfg.Log}
 	protocol.Drift = watch
 	a.companions = append(a.companions, watch.Run)
+	certs := &mco.CertificateWriter{Dynamic: dyn, Client: a.client, Node: name, NodeObject: a.watch.Node,
+		Observe: a.watch.Observe, Root: root, Units: uc.MCO.Units, Log: a.cfg.Log.With("part", "certificates")}
+	a.companions = append(a.companions, certs.Run)
 	workloads := own
 	if !ownDrain {
 		workloads = &mco.DrainHandshake{Client: a.client, NodeName: name, Node: a.watch, Own: own}

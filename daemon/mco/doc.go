@@ -14,7 +14,10 @@
 // through an OS updater, the files, units and SSH keys through
 // machineconfig. DrainHandshake implements update.Workloads through the
 // MCO's drain controller, and Coexistence keeps nodeward from acting while
-// a machine-config-daemon runs on the node.
+// a machine-config-daemon runs on the node. CertificateWriter (certs.go,
+// certfiles.go) is the daemon's certificate writer: it follows the
+// ControllerConfig and writes its CAs and pull secret to the host, and
+// merges a rotated service CA into the kubeconfig.
 //
 // It imports daemon/update for the ports it implements, api/v1alpha1,
 // api/kube, drain, machineconfig, osupdate and atomicfile; the agent

@@ -351,7 +351,8 @@ func TestAgentPolicyNamesItsKeys(t *testing.T) {
 	requireSameSet(t, "base releaseKeys", celStrings(t, base.variable(t, "releaseKeys")), v1alpha1.ReleaseKeys())
 	requireSameSet(t, "openshift agentAnnotations", celStrings(t, openshift.variable(t, "agentAnnotations")),
 		append([]string{mco.AnnotationCurrentConfig, mco.AnnotationCurrentImage, mco.AnnotationState,
-			mco.AnnotationReason, mco.AnnotationDesiredDrain}, agentKeys...))
+			mco.AnnotationReason, mco.AnnotationDesiredDrain, mco.AnnotationLastSyncedControllerCfg,
+			mco.AnnotationLastObservedServerCA}, agentKeys...))
 	var conds []string
 	for _, c := range append(v1alpha1.HealthConditions(), v1alpha1.ConditionDrainable, v1alpha1.ConditionDrained, v1alpha1.ConditionRebootable) {
 		conds = append(conds, string(c))

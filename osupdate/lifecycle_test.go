@@ -478,3 +478,42 @@ func sameSet(a, b []string) bool {
 	slices.Sort(b)
 	return slices.Equal(a, b)
 }
+
+// TestDigestPinnedBootedImageIsAdopted: a target that pins the digest of
+// the booted image is the booted OS: nothing is staged, BootedIs holds,
+// Adopt makes Booted answer the target and Verify pass, with no boot. A
+// kernel argument more is not the booted OS.
+func TestDigestPinnedBootedImageIsAdopted(t *testing.T) {
+	t.Parallel()
+	h := newHost(t, nil)
+	c := ctx(t)
+	pinned := "ostree-unverified-registry:quay.io/fedora/fedora-coreos@sha256:" + strings.Repeat("a", 64)
+	if same, err := h.u.BootedIs(c, pinned+" "+karg); err != nil || same {
+		t.Fatalf("BootedIs with a kernel argument more = %v, %v; want false", same, err)
+	}
+	if err := h.u.Stage(c, pinned); err != nil {
+		t.Fatal(err)
+	}
+	if h.calls(t, "rebase") != 0 || h.State(t).Staged != nil {
+		t.Fatalf("staging the booted image by digest ran rebase or staged %+v", h.State(t).Staged)
+	}
+	if same, err := h.u.BootedIs(c, pinned); err != nil || !same {
+		t.Fatalf("BootedIs = %v, %v; want true", same, err)
+	}
+	if err := h.u.Adopt(c, pinned); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := h.u.Canonical(pinned)
+	if got, err := h.u.Booted(c); err != nil || got != want {
+		t.Fatalf("Booted after Adopt = %q, %v; want %q", got, err, want)
+	}
+	if err := h.u.Verify(c, pinned); err != nil {
+		t.Fatalf("Verify after Adopt: %v", err)
+	}
+	if s := h.State(t); s.Boots != 0 || s.RebootRequested {
+		t.Fatalf("boots %d, reboot requested %v; want none", s.Boots, s.RebootRequested)
+	}
+	if err := h.u.Adopt(c, newRef); err == nil {
+		t.Fatal("Adopt of another image succeeded")
+	}
+}

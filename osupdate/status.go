@@ -138,6 +138,11 @@ func deploymentMatches(d *Deployment, t Target, wantDigest string) bool {
 	if !t.IsImage() {
 		return d.Checksum == t.Checksum || d.GetBaseChecksum() == t.Checksum
 	}
+	if t.Digest != "" && d.ContainerImageReferenceDigest == t.Digest {
+		// A target pinned by digest is the same OS as a deployment of that
+		// digest under any name (a tag, a mirror): nothing to pull or boot.
+		return true
+	}
 	if d.ContainerImageReference != t.ImageRef {
 		return false
 	}

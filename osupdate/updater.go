@@ -219,6 +219,59 @@ func (u *Updater) Stage(ctx context.Context, target string) error {
 	return nil
 }
 
+// BootedIs tells whether the booted deployment already is target's OS
+// (its image digest or checksum, its kernel arguments) with nothing
+// staged, though it was booted under another name: a target that pins the
+// booted image's digest, say. Adopt then makes it the booted target
+// without a reboot.
+func (u *Updater) BootedIs(ctx context.Context, target string) (bool, error) {
+	t, err := u.ParseTarget(target)
+	if err != nil {
+		return false, err
+	}
+	st, err := u.idleStatus(ctx)
+	if err != nil {
+		return false, fmt.Errorf("checking %s: %w", t, err)
+	}
+	if st.Staged() != nil || !deploymentMatches(st.Booted(), t, "") {
+		return false, nil
+	}
+	missing, present, err := u.kernelArgMismatch(t)
+	if err != nil {
+		return false, fmt.Errorf("checking %s: %w", t, err)
+	}
+	return len(missing) == 0 && len(present) == 0, nil
+}
+
+// Adopt records the booted deployment as target's (BootedIs must hold):
+// Booted answers target from then on, as after a boot into it. It changes
+// nothing on the host.
+func (u *Updater) Adopt(ctx context.Context, target string) error {
+	ok, err := u.BootedIs(ctx, target)
+	if err != nil {
+		return err
+	}
+	t, _ := u.ParseTarget(target)
+	if !ok {
+		return fmt.Errorf("adopting %s: the booted deployment is not it", t)
+	}
+	st, err := u.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("adopting %s: %w", t, err)
+	}
+	state, err := loadState(u.cfg.StatePath)
+	if err != nil {
+		return err
+	}
+	b := st.Booted()
+	state.Staged = &stagedRecord{Target: t.String(), Checksum: b.Checksum, Digest: b.ContainerImageReferenceDigest}
+	if err := saveState(u.cfg.StatePath, state); err != nil {
+		return err
+	}
+	u.cfg.Log.Info("the booted deployment is the target already: adopted without a reboot", "target", t.String(), "checksum", b.Checksum)
+	return nil
+}
+
 // stagedOrBooted tells whether Stage has nothing to do for t: what it
 // recorded staging for t is still staged or has booted, or t is booted,
 // kernel arguments included, with nothing staged.

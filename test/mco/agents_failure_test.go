@@ -3,7 +3,6 @@ package mco_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -28,18 +27,9 @@ func TestAgentRollsBackAFailedBootAndThePoolHalts(t *testing.T) {
 	second := demoConfig("quay.io/fedora/fedora-coreos:42", []string{"nodeward.test=1"}, "two", "")
 	p := newAgentPool(t, "rollback", 3, first, second)
 	failing := p.nodes[0] // zone-a: the controller's first pick
-	// The host as provisioned with the first config (Ignition wrote its
-	// file and unit): the rollback must bring these back.
-	for path, data := range map[string]string{demoFile: "one",
-		"/etc/systemd/system/" + demoUnit: "[Service]\nExecStart=/usr/bin/echo one\n"} {
-		full := filepath.Join(p.roots[failing], path)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// The host was provisioned with the first config (newAgentPool wrote
+	// its file and unit as Ignition does): the rollback must bring them
+	// back.
 	p.procs[failing].OnBoot = func(boot int, d *rpmostree.Double) error {
 		if boot != 1 {
 			return nil
@@ -153,15 +143,16 @@ func TestAgentRefusesBesideAMachineConfigDaemon(t *testing.T) {
 	p.assertUntouched(t, node)
 }
 
-// assertUntouched: nothing staged, no boot, the first config's file.
+// assertUntouched: nothing staged, no boot, the first config's file as
+// provisioned.
 func (p *agentPool) assertUntouched(t *testing.T, node string) {
 	t.Helper()
 	s, err := rpmostree.Load(p.procs[node].Double.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Staged != nil || s.Boots != 0 || p.hostFile(t, node, demoFile) != "(absent)" {
-		t.Errorf("%s: staged %v, %d boots, %s = %q; want nothing done", node, s.Staged, s.Boots, demoFile, p.hostFile(t, node, demoFile))
+	if s.Staged != nil || s.Boots != 0 || p.hostFile(t, node, demoFile) != "one" {
+		t.Errorf("%s: staged %v, %d boots, %s = %q; want nothing done (one, as provisioned)", node, s.Staged, s.Boots, demoFile, p.hostFile(t, node, demoFile))
 	}
 	if n := p.node(t, node); n.Spec.Unschedulable || n.Annotations[mco.AnnotationCurrentConfig] != p.config1 {
 		t.Errorf("%s: unschedulable %v, currentConfig %s", node, n.Spec.Unschedulable, n.Annotations[mco.AnnotationCurrentConfig])

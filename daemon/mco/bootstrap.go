@@ -41,14 +41,7 @@ type Bootstrap struct {
 
 // Active tells whether the node is bootstrapping (the file is there).
 func (b Bootstrap) Active() (bool, error) {
-	_, err := os.Lstat(b.path(NodeAnnotationsFile))
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, fs.ErrNotExist):
-		return false, nil
-	}
-	return false, fmt.Errorf("check %s: %w", NodeAnnotationsFile, err)
+	return exists(b.path(NodeAnnotationsFile))
 }
 
 // Annotations reads the file: the node's first annotations, all of the

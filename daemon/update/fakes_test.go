@@ -248,9 +248,16 @@ func (w *world) advance(d time.Duration) { w.set(func(w *world) { w.now = w.now.
 // agent process would after a (re)start.
 func (w *world) machine(dir string) *Machine {
 	w.t.Helper()
+	return w.machineWith(dir, w, w)
+}
+
+// machineWith is machine with another OS updater and drainer (ones that
+// wrap w).
+func (w *world) machineWith(dir string, os OSUpdater, workloads Workloads) *Machine {
+	w.t.Helper()
 	m, err := NewMachine(Config{
 		Store: Store{Path: filepath.Join(dir, "update-state.json")},
-		Node:  w, Protocol: w, OS: w, Reboot: w, BootID: w.BootID, Workloads: w,
+		Node:  w, Protocol: w, OS: os, Reboot: w, BootID: w.BootID, Workloads: workloads,
 		Log:          slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Now:          w.clock,
 		DrainTimeout: time.Minute, HealthTimeout: time.Minute, RebootRetry: time.Hour,

@@ -3,12 +3,8 @@ package update
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
 )
@@ -61,17 +57,7 @@ func newLiveWorld(t *testing.T, d Disruption) *liveWorld {
 
 func (w *liveWorld) machine(dir string) *Machine {
 	w.t.Helper()
-	m, err := NewMachine(Config{
-		Store: Store{Path: filepath.Join(dir, "update-state.json")},
-		Node:  w, Protocol: w, OS: w, Reboot: w, BootID: w.BootID, Workloads: w,
-		Log:          slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Now:          w.clock,
-		DrainTimeout: time.Minute, HealthTimeout: time.Minute, RebootRetry: time.Hour,
-	})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return m
+	return w.machineWith(dir, w, w)
 }
 
 func TestLiveUpdateNeitherCordonsNorReboots(t *testing.T) {

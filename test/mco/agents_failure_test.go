@@ -145,7 +145,7 @@ func TestAgentRefusesBesideAMachineConfigDaemon(t *testing.T) {
 
 // assertUntouched: nothing staged, no boot, the first config's file as
 // provisioned.
-func (p *agentPool) assertUntouched(t *testing.T, node string) {
+func (p *agentPool) assertUntouched(t testing.TB, node string) {
 	t.Helper()
 	s, err := rpmostree.Load(p.procs[node].Double.Dir)
 	if err != nil {
@@ -161,7 +161,7 @@ func (p *agentPool) assertUntouched(t *testing.T, node string) {
 
 // holds checks cond every 200 ms for d and fails the test the first time
 // it is false.
-func holds(t *testing.T, d time.Duration, what string, cond func() bool) {
+func holds(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()

@@ -38,7 +38,7 @@ func TestAgentsRollOutUnderTheRealController(t *testing.T) {
 	}
 }
 
-func rollOut(t *testing.T, set mco.FeatureSet, pool string, blockOne bool) {
+func rollOut(t testing.TB, set mco.FeatureSet, pool string, blockOne bool) {
 	first := demoConfig("quay.io/fedora/fedora-coreos:41", []string{"nodeward.old=1"}, "one", "")
 	second := demoConfig("quay.io/fedora/fedora-coreos:42", []string{"nodeward.test=1", `q="a b"`}, "two", testKey)
 	p := newAgentPool(t, pool, 3, first, second, "--mco-drain-degrade-after", "15s")
@@ -100,7 +100,7 @@ func rollOut(t *testing.T, set mco.FeatureSet, pool string, blockOne bool) {
 
 // guardPod puts on node a pod whose PDB allows no disruption, in the
 // namespace it returns.
-func guardPod(t *testing.T, p *agentPool, node string) string {
+func guardPod(t testing.TB, p *agentPool, node string) string {
 	t.Helper()
 	ctx := context.Background()
 	ns := p.cp.Namespace(t)

@@ -66,7 +66,7 @@ type agentPool struct {
 	roots map[string]string
 }
 
-func newAgentPool(t *testing.T, name string, count int, first, second mco.MachineConfig, args ...string) *agentPool {
+func newAgentPool(t testing.TB, name string, count int, first, second mco.MachineConfig, args ...string) *agentPool {
 	t.Helper()
 	testenv.RequireBinary(t, "dbus-daemon")
 	f := newFixtureWith(t, name, count, first, second)
@@ -97,7 +97,7 @@ func newAgentPool(t *testing.T, name string, count int, first, second mco.Machin
 // provision writes config's files, units and SSH keys under root, as
 // Ignition writes them when the machine is provisioned with it: the config
 // drift monitor checks them from the start.
-func provision(t *testing.T, root string, config mco.MachineConfig, name string) {
+func provision(t testing.TB, root string, config mco.MachineConfig, name string) {
 	t.Helper()
 	config.Name = name
 	data, err := json.Marshal(config.Object().Object)
@@ -115,7 +115,7 @@ func provision(t *testing.T, root string, config mco.MachineConfig, name string)
 }
 
 // writeHostRoot makes a host root with a core user, as on RHCOS.
-func writeHostRoot(t *testing.T, root string) {
+func writeHostRoot(t testing.TB, root string) {
 	t.Helper()
 	for path, data := range map[string]string{
 		"etc/passwd": "root:x:0:0:root:/root:/bin/bash\ncore:x:1000:1000:CoreOS Admin:/var/home/core:/bin/bash\n",
@@ -133,7 +133,7 @@ func writeHostRoot(t *testing.T, root string) {
 	}
 }
 
-func (p *agentPool) startAgents(t *testing.T) {
+func (p *agentPool) startAgents(t testing.TB) {
 	t.Helper()
 	for _, n := range p.procs {
 		if err := n.Start(); err != nil {
@@ -148,7 +148,7 @@ func (p *agentPool) startAgents(t *testing.T) {
 }
 
 // hostFile reads a file of node's host root ("(absent)" when missing).
-func (p *agentPool) hostFile(t *testing.T, node, path string) string {
+func (p *agentPool) hostFile(t testing.TB, node, path string) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(p.roots[node], path))
 	if err != nil {
@@ -158,7 +158,7 @@ func (p *agentPool) hostFile(t *testing.T, node, path string) string {
 }
 
 // booted is the double's booted deployment of node and its boot count.
-func (p *agentPool) booted(t *testing.T, node string) (rpmostree.Deployment, int) {
+func (p *agentPool) booted(t testing.TB, node string) (rpmostree.Deployment, int) {
 	t.Helper()
 	s, err := rpmostree.Load(p.procs[node].Double.Dir)
 	if err != nil {
@@ -174,7 +174,7 @@ func (p *agentPool) booted(t *testing.T, node string) (rpmostree.Deployment, int
 // assertOnSecond checks node runs the second config whole: its image, its
 // kernel arguments and not the first's, its file, unit and key, after one
 // boot.
-func (p *agentPool) assertOnSecond(t *testing.T, node string, kargs, gone []string, text, key string) {
+func (p *agentPool) assertOnSecond(t testing.TB, node string, kargs, gone []string, text, key string) {
 	t.Helper()
 	d, boots := p.booted(t, node)
 	if d.Checksum != sim.ProcNewChecksum || boots != 1 {
@@ -205,7 +205,7 @@ func (p *agentPool) assertOnSecond(t *testing.T, node string, kargs, gone []stri
 }
 
 // mcnCondition is a condition of node's MachineConfigNode.
-func (p *agentPool) mcnCondition(t *testing.T, node, typ string) mco.Condition {
+func (p *agentPool) mcnCondition(t testing.TB, node, typ string) mco.Condition {
 	t.Helper()
 	mcn, found, err := p.c.MachineConfigNode(context.Background(), node)
 	if err != nil || !found {
@@ -214,34 +214,50 @@ func (p *agentPool) mcnCondition(t *testing.T, node, typ string) mco.Condition {
 	return mcn.Conditions[typ]
 }
 
-// recordStates watches node and returns a function giving, so far, every
-// value its state annotation took, in order (repeats folded).
-func recordStates(t *testing.T, p *agentPool, node string) func() []string {
+// watchNodes calls each, from one goroutine, with every version of the
+// nodes a watch with fieldSelector delivers ("" for all nodes; a named node
+// need not exist yet) until the test ends.
+func watchNodes(t testing.TB, p *agentPool, fieldSelector string, each func(*corev1.Node)) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := p.c.Kube.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + node})
+	w, err := p.c.Kube.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: fieldSelector})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var states []string
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for ev := range w.ResultChan() {
-			n, ok := ev.Object.(*corev1.Node)
-			if !ok {
-				continue
+			if n, ok := ev.Object.(*corev1.Node); ok {
+				each(n)
 			}
-			mu.Lock()
-			if s := n.Annotations[mco.AnnotationState]; len(states) == 0 || states[len(states)-1] != s {
-				states = append(states, s)
-			}
-			mu.Unlock()
 		}
 	}()
 	t.Cleanup(func() { cancel(); w.Stop(); <-done })
+}
+
+// member tells whether node is one of the pool's (nodes join while
+// watchers run).
+func (p *agentPool) member(node string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Contains(p.nodes, node)
+}
+
+// recordStates watches node and returns a function giving, so far, every
+// value its state annotation took, in order (repeats folded).
+func recordStates(t testing.TB, p *agentPool, node string) func() []string {
+	t.Helper()
+	var mu sync.Mutex
+	var states []string
+	watchNodes(t, p, "metadata.name="+node, func(n *corev1.Node) {
+		mu.Lock()
+		defer mu.Unlock()
+		if s := n.Annotations[mco.AnnotationState]; len(states) == 0 || states[len(states)-1] != s {
+			states = append(states, s)
+		}
+	})
 	return func() []string {
 		mu.Lock()
 		defer mu.Unlock()

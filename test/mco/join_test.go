@@ -1,6 +1,7 @@
 package mco_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,9 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"context"
 
 	"github.com/nodeward/nodeward/test/cluster"
 	"github.com/nodeward/nodeward/test/mco"
@@ -26,10 +24,12 @@ import (
 // machine config server's node-annotations.json). The host booted the
 // first config's OS image, and provisioned (when not nil) wrote its
 // files; its agent is started.
-func (p *agentPool) join(t *testing.T, prefix, firstBoot string, kargs []string, provisioned func(root string)) string {
+func (p *agentPool) join(t testing.TB, prefix, firstBoot string, kargs []string, provisioned func(root string)) string {
 	t.Helper()
 	name := p.cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 1, Zones: []string{"zone-z"}, Labels: p.pool.NodeLabels()})[0]
+	p.mu.Lock()
 	p.nodes = append(p.nodes, name)
+	p.mu.Unlock()
 	bin, err := procBinaries()
 	if err != nil {
 		t.Fatal(err)
@@ -143,38 +143,26 @@ func TestNewNodesJoinFromTheFirstBootFile(t *testing.T) {
 // function saying whether, so far, it was ever seen Done on config before
 // its host booted that config's OS: a claim the node controller would
 // count as an updated, available node.
-func (p *agentPool) watchClaims(t *testing.T, node, config string) func() string {
+func (p *agentPool) watchClaims(t testing.TB, node, config string) func() string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := p.c.Kube.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + node})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	var early string
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			n, ok := ev.Object.(*corev1.Node)
-			if !ok || n.Annotations[mco.AnnotationState] != mco.StateDone || n.Annotations[mco.AnnotationCurrentConfig] != config {
-				continue
-			}
-			p.mu.Lock()
-			proc := p.procs[node]
-			p.mu.Unlock()
-			if proc == nil {
-				continue
-			}
-			if s, err := rpmostree.Load(proc.Double.Dir); err == nil && s.Boots == 0 {
-				mu.Lock()
-				early = fmt.Sprintf("Done on %s at resourceVersion %s with no boot", config, n.ResourceVersion)
-				mu.Unlock()
-			}
+	watchNodes(t, p, "metadata.name="+node, func(n *corev1.Node) {
+		if n.Annotations[mco.AnnotationState] != mco.StateDone || n.Annotations[mco.AnnotationCurrentConfig] != config {
+			return
 		}
-	}()
-	t.Cleanup(func() { cancel(); w.Stop(); <-done })
+		p.mu.Lock()
+		proc := p.procs[node]
+		p.mu.Unlock()
+		if proc == nil {
+			return
+		}
+		if s, err := rpmostree.Load(proc.Double.Dir); err == nil && s.Boots == 0 {
+			mu.Lock()
+			early = fmt.Sprintf("Done on %s at resourceVersion %s with no boot", config, n.ResourceVersion)
+			mu.Unlock()
+		}
+	})
 	return func() string {
 		mu.Lock()
 		defer mu.Unlock()

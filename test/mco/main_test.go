@@ -35,7 +35,7 @@ type fixture struct {
 	config1, config2 string
 }
 
-func newFixture(t *testing.T, name string, count int) *fixture {
+func newFixture(t testing.TB, name string, count int) *fixture {
 	t.Helper()
 	return newFixtureWith(t, name, count,
 		mco.MachineConfig{OSImageURL: "quay.io/fedora/fedora-coreos:41"},
@@ -44,7 +44,7 @@ func newFixture(t *testing.T, name string, count int) *fixture {
 
 // newFixtureWith is newFixture with the two configs' contents (their names
 // are the fixture's).
-func newFixtureWith(t *testing.T, name string, count int, first, second mco.MachineConfig) *fixture {
+func newFixtureWith(t testing.TB, name string, count int, first, second mco.MachineConfig) *fixture {
 	t.Helper()
 	dir := mco.RequireDir(t)
 	cp := env.ControlPlane(t)
@@ -67,14 +67,14 @@ func newFixtureWith(t *testing.T, name string, count int, first, second mco.Mach
 	return f
 }
 
-func (f *fixture) start(t *testing.T, set mco.FeatureSet, args ...string) *mco.Controller {
+func (f *fixture) start(t testing.TB, set mco.FeatureSet, args ...string) *mco.Controller {
 	t.Helper()
 	return mco.StartController(t, f.dir, f.cp.KubeconfigPath(), mco.ControllerOptions{FeatureSet: set, Args: args})
 }
 
 // targeted lists the nodes whose desiredConfig is config while their
 // currentConfig is not: the ones the controller told to update.
-func (f *fixture) targeted(t *testing.T, config string) []string {
+func (f *fixture) targeted(t testing.TB, config string) []string {
 	t.Helper()
 	var out []string
 	for _, name := range f.nodes {
@@ -86,7 +86,7 @@ func (f *fixture) targeted(t *testing.T, config string) []string {
 	return out
 }
 
-func (f *fixture) node(t *testing.T, name string) *corev1.Node {
+func (f *fixture) node(t testing.TB, name string) *corev1.Node {
 	t.Helper()
 	n, err := f.c.Kube.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {

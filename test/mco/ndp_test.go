@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeward/nodeward/test/fakelogind"
 	"github.com/nodeward/nodeward/test/mco"
@@ -74,32 +73,20 @@ type disruptions struct {
 	requests map[string][]string
 }
 
-func watchDisruptions(t *testing.T, p *agentPool) *disruptions {
+func watchDisruptions(t testing.TB, p *agentPool) *disruptions {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := p.c.Kube.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
 	d := &disruptions{cordoned: map[string]bool{}, requests: map[string][]string{}}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			n, ok := ev.Object.(*corev1.Node)
-			if !ok || !slices.Contains(p.nodes, n.Name) {
-				continue
-			}
-			d.mu.Lock()
-			d.cordoned[n.Name] = d.cordoned[n.Name] || n.Spec.Unschedulable
-			if r := n.Annotations[mco.AnnotationDesiredDrain]; r != "" && !slices.Contains(d.requests[n.Name], r) {
-				d.requests[n.Name] = append(d.requests[n.Name], r)
-			}
-			d.mu.Unlock()
+	watchNodes(t, p, "", func(n *corev1.Node) {
+		if !p.member(n.Name) {
+			return
 		}
-	}()
-	t.Cleanup(func() { cancel(); w.Stop(); <-done })
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.cordoned[n.Name] = d.cordoned[n.Name] || n.Spec.Unschedulable
+		if r := n.Annotations[mco.AnnotationDesiredDrain]; r != "" && !slices.Contains(d.requests[n.Name], r) {
+			d.requests[n.Name] = append(d.requests[n.Name], r)
+		}
+	})
 	return d
 }
 
@@ -205,7 +192,7 @@ func TestNodeDisruptionPoliciesUnderTheRealController(t *testing.T) {
 // assertLiveChange checks what change c, to config, cost node: no reboot,
 // a drain only when c drains, CRI-O reloaded c.reloads times, its files
 // and key on disk.
-func (p *agentPool) assertLiveChange(t *testing.T, c change, config, node string, seen *disruptions, calls []fakelogind.UnitCall) {
+func (p *agentPool) assertLiveChange(t testing.TB, c change, config, node string, seen *disruptions, calls []fakelogind.UnitCall) {
 	t.Helper()
 	if _, boots := p.booted(t, node); boots != 0 {
 		t.Errorf("%s: %s: %d boots; want none", c.name, node, boots)

@@ -183,14 +183,19 @@ func TestAgentFirstBootWrite(t *testing.T) {
 				mco.AnnotationCurrentConfig: ptrTo(otherConfig), mco.AnnotationDesiredConfig: ptrTo(otherConfig),
 			}), mco.AnnotationDesiredConfig)
 		// currentConfig is the agent's to write, removal included; a second
-		// first boot still cannot replace the desiredConfig the node has.
+		// first boot, consistent in itself, still cannot replace the
+		// desiredConfig and firstPivotConfig the node has.
 		requireAllowed(t, "the agent removes its currentConfig",
 			mergeAnnotations(ctx, agent, node, "", map[string]*string{mco.AnnotationCurrentConfig: nil}))
 		requireRefusedKeys(t, "a second first boot with another config",
 			mergeAnnotations(ctx, agent, node, "", firstBootPatch(map[string]*string{
 				mco.AnnotationCurrentConfig: ptrTo(otherConfig), mco.AnnotationDesiredConfig: ptrTo(otherConfig),
-				mco.AnnotationFirstPivotConfig: nil, mco.AnnotationCurrentImage: nil, mco.AnnotationDesiredImage: nil,
-			})), mco.AnnotationDesiredConfig)
+				mco.AnnotationFirstPivotConfig: ptrTo(otherConfig),
+			})), mco.AnnotationDesiredConfig, mco.AnnotationFirstPivotConfig)
+		requireRefusedKeys(t, "a second first boot without desiredConfig",
+			mergeAnnotations(ctx, agent, node, "", map[string]*string{
+				mco.AnnotationCurrentConfig: ptrTo(otherConfig), mco.AnnotationDesiredConfig: nil, mco.AnnotationFirstPivotConfig: nil,
+			}), mco.AnnotationDesiredConfig, mco.AnnotationFirstPivotConfig)
 
 		n, err := cp.Client().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {

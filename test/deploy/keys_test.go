@@ -339,8 +339,10 @@ func TestEvictionParameterNotFound(t *testing.T) {
 
 // TestAgentPolicyNamesItsKeys ties the policy's lists to the Go constants:
 // the base's agent annotations and conditions are exactly the agent's, the
-// OpenShift overlay adds the machine-config-daemon keys of the MCO protocol,
-// and every field of NodeSpec and NodeStatus but the agent's own is pinned.
+// OpenShift overlay adds the machine-config-daemon keys of the MCO protocol
+// and, for the first-boot write alone, desiredConfig, desiredImage and
+// firstPivotConfig (none in the base), and every field of NodeSpec and
+// NodeStatus but the agent's own is pinned.
 func TestAgentPolicyNamesItsKeys(t *testing.T) {
 	t.Parallel()
 	var base, openshift admissionPolicy
@@ -353,6 +355,11 @@ func TestAgentPolicyNamesItsKeys(t *testing.T) {
 		append([]string{mco.AnnotationCurrentConfig, mco.AnnotationCurrentImage, mco.AnnotationState,
 			mco.AnnotationReason, mco.AnnotationDesiredDrain, mco.AnnotationLastSyncedControllerCfg,
 			mco.AnnotationLastObservedServerCA}, agentKeys...))
+	// The first-boot write's keys (daemon/mco/bootstrap.go): none outside
+	// MCO mode.
+	requireSameSet(t, "base firstBootKeys", celStrings(t, base.variable(t, "firstBootKeys")), nil)
+	requireSameSet(t, "openshift firstBootKeys", celStrings(t, openshift.variable(t, "firstBootKeys")),
+		[]string{mco.AnnotationDesiredConfig, mco.AnnotationDesiredImage, mco.AnnotationFirstPivotConfig})
 	var conds []string
 	for _, c := range append(v1alpha1.HealthConditions(), v1alpha1.ConditionDrainable, v1alpha1.ConditionDrained, v1alpha1.ConditionRebootable) {
 		conds = append(conds, string(c))
@@ -387,7 +394,14 @@ func TestAdmissionPoliciesTypeCheck(t *testing.T) {
 	t.Parallel()
 	cp := env.ControlPlane(t)
 	installBase(t, cp)
-	for _, name := range agentPolicies {
+	requireTypeChecked(t, cp, agentPolicies...)
+}
+
+// requireTypeChecked waits for the API server to type-check the installed
+// policies and fails the test on each warning it reports.
+func requireTypeChecked(t *testing.T, cp *cluster.ControlPlane, names ...string) {
+	t.Helper()
+	for _, name := range names {
 		cluster.WaitFor(t, 30*time.Second, "policy "+name+" type-checked", func(ctx context.Context) (bool, error) {
 			p, err := cp.Client().AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {

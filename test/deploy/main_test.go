@@ -98,6 +98,17 @@ type boundTo struct {
 // would.
 func serviceAccountClient(t testing.TB, cp *cluster.ControlPlane, account string, obj boundTo) kubernetes.Interface {
 	t.Helper()
+	client, err := kubernetes.NewForConfig(serviceAccountConfig(t, cp, account, obj))
+	if err != nil {
+		t.Fatalf("client for %s: %v", account, err)
+	}
+	return client
+}
+
+// serviceAccountConfig is serviceAccountClient's client configuration, for
+// nodeward's own client (api/kube).
+func serviceAccountConfig(t testing.TB, cp *cluster.ControlPlane, account string, obj boundTo) *rest.Config {
+	t.Helper()
 	ctx := context.Background()
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 		ExpirationSeconds: ptrTo[int64](3600),
@@ -137,11 +148,7 @@ func serviceAccountClient(t testing.TB, cp *cluster.ControlPlane, account string
 		TLSClientConfig: rest.TLSClientConfig{CAData: admin.CAData},
 		QPS:             100, Burst: 200,
 	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatalf("client for %s: %v", account, err)
-	}
-	return client
+	return cfg
 }
 
 // requireForbidden fails unless err is a 403 whose message contains want

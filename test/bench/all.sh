@@ -26,4 +26,5 @@ run kernelrules go test ./kernelrules -run '^$' -bench BenchmarkMatch -count 3
 NODEWARD_BENCH_IDLE=5m run idle go test ./test/bench/health -run '^$' -bench AgentIdle -benchtime 1x -timeout 20m -v
 run drain go test ./test/bench/drain -run '^$' -bench . -benchtime 1x -timeout 30m -v
 run update go test ./test/bench/update -run '^$' -bench UnavailableWindow -benchtime 2x -timeout 20m
+run mco-classes go test ./test/mco -run '^$' -bench ChangeClasses -benchtime 1x -timeout 30m -v
 run fleet go test ./test/bench/fleet -run '^$' -bench . -benchtime 1x -timeout 40m -v

@@ -13,14 +13,12 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/nodeward/nodeward/test/cluster"
@@ -52,7 +50,7 @@ func TestAgentsWriteControllerConfigCertificates(t *testing.T) {
 		}
 	}
 	restoreControllerConfig(t, p.c)
-	cordoned := recordCordons(t, p)
+	seen := watchDisruptions(t, p)
 	p.startAgents(t)
 	boots := map[string]int{}
 	for _, node := range p.nodes {
@@ -75,8 +73,10 @@ func TestAgentsWriteControllerConfigCertificates(t *testing.T) {
 			t.Errorf("%s: booted %d times, want %d: writing certificates reboots nothing", node, n, boots[node])
 		}
 	}
-	if c := cordoned(); len(c) > 0 {
-		t.Errorf("nodes cordoned: %v; writing certificates drains nothing", c)
+	for _, node := range p.nodes {
+		if cordoned, _ := seen.of(node); cordoned {
+			t.Errorf("%s cordoned; writing certificates drains nothing", node)
+		}
 	}
 }
 
@@ -165,42 +165,6 @@ func restoreControllerConfig(t *testing.T, c *mco.Client) {
 			t.Errorf("restore the ControllerConfig: %v", err)
 		}
 	})
-}
-
-// recordCordons watches the pool's nodes and returns a function listing
-// those seen unschedulable so far.
-func recordCordons(t *testing.T, p *agentPool) func() []string {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := p.c.Kube.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(p.pool.NodeLabels()).String()})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	seen := map[string]bool{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			if n, ok := ev.Object.(*corev1.Node); ok && n.Spec.Unschedulable {
-				mu.Lock()
-				seen[n.Name] = true
-				mu.Unlock()
-			}
-		}
-	}()
-	t.Cleanup(func() { cancel(); w.Stop(); <-done })
-	return func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		var out []string
-		for n := range seen {
-			out = append(out, n)
-		}
-		return out
-	}
 }
 
 // newCA is a self-signed CA certificate named cn, PEM-encoded.

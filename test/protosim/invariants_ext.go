@@ -121,7 +121,7 @@ func (w *World) checkCanary(p *v1alpha1.UpdatePool, node string) {
 	for _, m := range w.nodes {
 		a := w.countable(m).Annotations // a deposed leader's grant no agent took holds nothing
 		if m.Name != node && a[v1alpha1.AnnotationGrant] != "" && a[v1alpha1.AnnotationGrantPool] == p.Name &&
-			a[v1alpha1.AnnotationGrantTarget] == target && !canaryBaked(m, target, w.now) {
+			a[v1alpha1.AnnotationGrantTarget] == target && !canaryBaked(m, target, w.now) && !yieldedGrant(a) {
 			holding = append(holding, m.Name)
 		}
 	}
@@ -133,6 +133,14 @@ func (w *World) checkCanary(p *v1alpha1.UpdatePool, node string) {
 		w.violate("canary pool %s granted %s while %v hold grants for %s and %d of %d canaries baked",
 			p.Name, node, holding, target, baked, k)
 	}
+}
+
+// yieldedGrant reports whether the agent gave the node's grant back
+// (Yielded for it): the node never started the update, so it is no canary
+// in progress, only a grant the coordinator has yet to remove.
+func yieldedGrant(a map[string]string) bool {
+	return a[v1alpha1.AnnotationStateGrant] == a[v1alpha1.AnnotationGrant] &&
+		v1alpha1.Step(a[v1alpha1.AnnotationState]) == v1alpha1.StepYielded
 }
 
 // checkCanarySelector is checkCanary for a canary selector.

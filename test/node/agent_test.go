@@ -90,7 +90,7 @@ func TestAgentOnRealNode(t *testing.T) {
 var (
 	agentOnce       sync.Once
 	agentDeploy     deployment
-	agentDeployFail = errors.New("building or importing the agent's image failed in an earlier test")
+	errAgentDeploy = errors.New("building or importing the agent's image failed in an earlier test")
 	agentDeployErr  error
 )
 
@@ -100,7 +100,7 @@ var (
 func agentDeployment(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, n *node.Node) deployment {
 	t.Helper()
 	agentOnce.Do(func() {
-		agentDeployErr = agentDeployFail // a t.Fatal below leaves it set
+		agentDeployErr = errAgentDeploy // a t.Fatal below leaves it set
 		start := time.Now()
 		tag, digest, err := node.BuildImage(ctx, env.Root(), "localhost/nodeward", filepath.Join(env.Dir(), "nodeward.oci.tar"))
 		if err != nil {

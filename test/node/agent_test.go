@@ -88,10 +88,10 @@ func TestAgentOnRealNode(t *testing.T) {
 }
 
 var (
-	agentOnce       sync.Once
-	agentDeploy     deployment
+	agentOnce      sync.Once
+	agentDeploy    deployment
 	errAgentDeploy = errors.New("building or importing the agent's image failed in an earlier test")
-	agentDeployErr  error
+	agentDeployErr error
 )
 
 // agentDeployment builds the image `make image` makes, imports it into the

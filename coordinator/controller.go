@@ -110,6 +110,9 @@ type Controller struct {
 	stopEvents   func()
 	// views keeps the pools' node views between passes.
 	views *viewCache
+	// machines are the Machines beneath the nodes, where a Machine API is
+	// served (machines.go).
+	machines *machineIndex
 }
 
 // New builds a controller; Run starts it.
@@ -132,6 +135,7 @@ func New(opts Config) *Controller {
 		guardrails: newGuardrailMemory(),
 		statusPace: newStatusPace(),
 		views:      newViewCache(),
+		machines:   newMachineIndex(),
 	}
 	c.expectations = newExpectations(opts.Client, opts.Log, c.index.node, func(node string, exp expectation) {
 		c.departures.expected(node, exp, c.opts.Now())
@@ -184,7 +188,12 @@ func (c *Controller) Run(ctx context.Context) error {
 	go c.nodes.RunWithContext(ctx)
 	go c.leases.RunWithContext(ctx)
 	go c.pools.RunWithContext(ctx)
+	machines := &machineWatch{c: c, index: c.machines}
+	if err := machines.start(ctx); err != nil {
+		return err
+	}
 	synced := append([]cache.InformerSynced{c.nodes.HasSynced, c.leases.HasSynced, c.pools.HasSynced}, c.indexSynced...)
+	synced = append(synced, machines.synced...)
 	if !c.stall.WaitForSync(ctx, synced, func() []any {
 		return []any{"nodes", len(c.nodes.GetStore().ListKeys()), "pools", len(c.pools.GetStore().ListKeys())}
 	}) {

@@ -171,11 +171,17 @@ func runCoordinator(ctx context.Context, t *testing.T, cp *cluster.ControlPlane,
 		f(&opts)
 	}
 	c := coordinator.New(opts)
+	// The coordinator stops, and logs its last, before the test ends: a
+	// log after it panics.
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		if err := c.Run(ctx); err != nil && ctx.Err() == nil {
 			t.Errorf("coordinator: %v", err)
 		}
 	}()
+	t.Cleanup(func() { cancel(); <-done })
 }
 
 type testWriter struct{ t *testing.T }

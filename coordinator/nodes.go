@@ -81,7 +81,7 @@ type nodeView struct {
 var drainPolicyKeys = [...]string{v1alpha1.AnnotationDrainTimeout, v1alpha1.AnnotationYieldOnDrainTimeout,
 	v1alpha1.AnnotationForceOnDrainTimeout}
 
-func viewNode(node *corev1.Node, leaseOK bool, target string) nodeView {
+func viewNode(node *corev1.Node, leaseOK bool, target, machine string) nodeView {
 	a := node.Annotations
 	v := nodeView{
 		name:         node.Name,
@@ -115,7 +115,7 @@ func viewNode(node *corev1.Node, leaseOK bool, target string) nodeView {
 	v.drainBlocked = drainBlocked(node)
 	v.yieldedAt = parseTime(a[v1alpha1.AnnotationYieldedAt])
 	v.soakUntil = parseTime(a[v1alpha1.AnnotationSoakUntil])
-	avail := v1alpha1.NodeAvailability{Target: target, AgentAlive: leaseOK}
+	avail := v1alpha1.NodeAvailability{Target: target, AgentAlive: leaseOK, Machine: machine}
 	v.down, v.why = v1alpha1.Unavailable(node, avail)
 	v.downFree, v.whyFree = v.down, v.why
 	if v.granted() {

@@ -50,7 +50,7 @@ func BenchmarkPlanPass(b *testing.B) {
 				var in planInput
 				var err error
 				index.read(views.slot, now, func(listed iter.Seq[listedNode]) {
-					in, _, err = buildInputWith(views, p, pools, listed, map[string]bool{}, map[string]bool{}, now)
+					in, _, err = buildInputWith(views, nil, p, pools, listed, map[string]bool{}, map[string]bool{}, now)
 				})
 				views.done(in.nodes)
 				if err != nil {

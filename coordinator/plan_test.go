@@ -54,7 +54,7 @@ func healthy(n int, zones ...string) fleet {
 func (f fleet) views(silent ...string) []nodeView {
 	out := make([]nodeView, len(f))
 	for i, n := range f {
-		out[i] = viewNode(n, !slices.Contains(silent, n.Name), "quay.io/os:2")
+		out[i] = viewNode(n, !slices.Contains(silent, n.Name), "quay.io/os:2", "")
 		out[i].selected, out[i].owner = true, "p"
 	}
 	return out

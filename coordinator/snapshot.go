@@ -34,7 +34,7 @@ func (c *Controller) input(pool *v1alpha1.UpdatePool, pending map[string]bool, n
 	views := c.views.pass(pool.Name)
 	pools, backoff := c.cachedPools(), c.backoff.active(now)
 	c.index.read(views.slot, now, func(nodes iter.Seq[listedNode]) {
-		in, silent, err = buildInputWith(views, pool, pools, nodes, pending, backoff, now)
+		in, silent, err = buildInputWith(views, c.machines, pool, pools, nodes, pending, backoff, now)
 	})
 	views.done(in.nodes)
 	if err != nil {
@@ -51,7 +51,7 @@ func (c *Controller) input(pool *v1alpha1.UpdatePool, pending map[string]bool, n
 // simulator).
 func buildInput(pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool, nodes []*corev1.Node, agentAlive func(string) bool,
 	pending, backoff map[string]bool, now time.Time) (planInput, []*corev1.Node, error) {
-	return buildInputWith(nil, pool, pools, listNodes(nodes, agentAlive), pending, backoff, now)
+	return buildInputWith(nil, nil, pool, pools, listNodes(nodes, agentAlive), pending, backoff, now)
 }
 
 // buildInputWith is buildInput over listed nodes, each with its cached
@@ -59,7 +59,7 @@ func buildInput(pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool, nodes [
 // (nil: none). A node's object is read only where its cached selection or
 // view no longer holds, and for control-plane nodes. With views, pool's
 // target is replaced by the last pass's when equal (interned).
-func buildInputWith(views *poolViews, pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool,
+func buildInputWith(views *poolViews, machines *machineIndex, pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool,
 	nodes iter.Seq[listedNode], pending, backoff map[string]bool, now time.Time) (planInput, []*corev1.Node, error) {
 	var buf []nodeView
 	if views != nil {
@@ -80,8 +80,9 @@ func buildInputWith(views *poolViews, pool *v1alpha1.UpdatePool, pools []*v1alph
 	for l := range nodes {
 		sel := l.cache.selection(l.node, l.rv, set, matched)
 		matched = sel.matched
+		machine := machines.problem(l.name)
 		if sel.controlPlane {
-			if down, why := controlPlaneDown(l.node, sel.matched, pending, l.leaseOK); down {
+			if down, why := controlPlaneDown(l.node, sel.matched, pending, l.leaseOK, machine); down {
 				busy = append(busy, l.node.Name+" ("+why+")")
 			} else if kept, why := controlPlaneSlotKept(l.node, sel); kept {
 				if in.controlPlaneSlots == nil {
@@ -93,7 +94,7 @@ func buildInputWith(views *poolViews, pool *v1alpha1.UpdatePool, pools []*v1alph
 		if !sel.selected && (sel.owner != pool.Name || !sel.granted) {
 			continue
 		}
-		v := l.cache.viewOf(l.node, l.rv, l.leaseOK, pool.Spec.OSImage)
+		v := l.cache.viewOf(l.node, l.rv, l.leaseOK, pool.Spec.OSImage, machine)
 		v.name = l.name
 		v.selected, v.shared, v.owner, v.canary = sel.selected, len(sel.matched) > 1, sel.owner, sel.canary
 		in.nodes = append(in.nodes, v)
@@ -104,6 +105,8 @@ func buildInputWith(views *poolViews, pool *v1alpha1.UpdatePool, pools []*v1alph
 	if len(busy) > 0 {
 		sort.Strings(busy)
 		in.controlPlaneBusy = "control-plane node " + busy[0] + " is unavailable: one control-plane node at a time, cluster-wide"
+	} else if why := machines.controlPlaneBusy(); why != "" {
+		in.controlPlaneBusy = why
 	}
 	return in, silent, nil
 }
@@ -112,7 +115,7 @@ func buildInputWith(views *poolViews, pool *v1alpha1.UpdatePool, pools []*v1alph
 // cluster-wide limit of one: a grant written but not observed, or
 // v1alpha1.Unavailable for the target of any pool selecting it (its own
 // target annotation when none does), a finished grant ignored.
-func controlPlaneDown(n *corev1.Node, matched []poolSelector, pending map[string]bool, leaseOK bool) (bool, string) {
+func controlPlaneDown(n *corev1.Node, matched []poolSelector, pending map[string]bool, leaseOK bool, machine string) (bool, string) {
 	if pending[n.Name] {
 		return true, "updating (grant not yet observed)"
 	}
@@ -124,7 +127,7 @@ func controlPlaneDown(n *corev1.Node, matched []poolSelector, pending map[string
 		targets = append(targets, n.Annotations[v1alpha1.AnnotationTarget])
 	}
 	for _, t := range targets {
-		if down, why := viewNode(n, leaseOK, t).unavailable(); down {
+		if down, why := viewNode(n, leaseOK, t, machine).unavailable(); down {
 			return true, why
 		}
 	}

@@ -38,7 +38,7 @@ func TestTrimKeepsWhatThePlanReads(t *testing.T) {
 		t.Errorf("kept managed fields %v, images %v", trimmed.ManagedFields, trimmed.Status.Images)
 	}
 	for _, target := range []string{"quay.io/os:1", "quay.io/os:2"} {
-		if got, want := viewNode(trimmed, true, target), viewNode(whole, true, target); !reflect.DeepEqual(got, want) {
+		if got, want := viewNode(trimmed, true, target, ""), viewNode(whole, true, target, ""); !reflect.DeepEqual(got, want) {
 			t.Errorf("view of the trimmed node for %s:\n%+v\nwant\n%+v", target, got, want)
 		}
 	}

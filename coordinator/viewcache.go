@@ -58,6 +58,7 @@ type cachedNode struct {
 	viewRV  string
 	leaseOK bool
 	target  string
+	machine string // the node's Machine problem the view was built with
 	view    nodeView
 
 	hasSelection bool
@@ -117,12 +118,12 @@ func (e *cachedNode) selection(n *corev1.Node, rv string, pools *poolSet, buf []
 // viewOf is the node's view for an agent alive or not and the pool's
 // target, from its cached entry e (nil: built afresh). n is read only when
 // the view is built afresh.
-func (e *cachedNode) viewOf(n *corev1.Node, rv string, leaseOK bool, target string) nodeView {
+func (e *cachedNode) viewOf(n *corev1.Node, rv string, leaseOK bool, target, machine string) nodeView {
 	if e == nil {
-		return viewNode(n, leaseOK, target)
+		return viewNode(n, leaseOK, target, machine)
 	}
-	if !e.hasView || rv == "" || e.viewRV != rv || e.leaseOK != leaseOK || e.target != target {
-		v := viewNode(n, leaseOK, target)
+	if !e.hasView || rv == "" || e.viewRV != rv || e.leaseOK != leaseOK || e.target != target || e.machine != machine {
+		v := viewNode(n, leaseOK, target, machine)
 		// The plan compares these with the target, per node per pass:
 		// sharing the target's bytes makes an equal one a pointer
 		// comparison.
@@ -131,7 +132,7 @@ func (e *cachedNode) viewOf(n *corev1.Node, rv string, leaseOK bool, target stri
 				*s = target
 			}
 		}
-		e.hasView, e.viewRV, e.leaseOK, e.target, e.view = true, rv, leaseOK, target, v
+		e.hasView, e.viewRV, e.leaseOK, e.target, e.machine, e.view = true, rv, leaseOK, target, machine, v
 	}
 	return e.view
 }

@@ -26,10 +26,11 @@ func TestViewCacheRebuildsWhatChanged(t *testing.T) {
 		Annotations: map[string]string{v1alpha1.AnnotationState: string(v1alpha1.StepStaged)}},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	var e cachedNode
+	machine := ""
 	check := func(what string, n *corev1.Node, leaseOK bool, target string) {
 		t.Helper()
-		got := e.viewOf(n, n.ResourceVersion, leaseOK, target)
-		if want := viewNode(n, leaseOK, target); !reflect.DeepEqual(got, want) {
+		got := e.viewOf(n, n.ResourceVersion, leaseOK, target, machine)
+		if want := viewNode(n, leaseOK, target, machine); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: cached view\n%+v\nwant\n%+v", what, got, want)
 		}
 	}
@@ -46,6 +47,11 @@ func TestViewCacheRebuildsWhatChanged(t *testing.T) {
 	cordoned.ResourceVersion = "3"
 	cordoned.Spec.Unschedulable = true
 	check("cordoned", cordoned, false, "os:3")
+	machine = "machine openshift-machine-api/m1 is being deleted"
+	check("its Machine is being deleted", node, true, "os:3")
+	if v := e.viewOf(node, node.ResourceVersion, true, "os:3", machine); v.why != machine {
+		t.Errorf("a node whose Machine is being deleted is down for %q, want %q", v.why, machine)
+	}
 
 	cache := newViewCache()
 	p, q := cache.pass("p").slot, cache.pass("q").slot
@@ -110,7 +116,7 @@ func TestViewCacheSelectionsFollowNodesAndPools(t *testing.T) {
 		var gotSilent []*corev1.Node
 		var err error
 		index.read(views.slot, now, func(listed iter.Seq[listedNode]) {
-			got, gotSilent, err = buildInputWith(views, planned, pools, listed, map[string]bool{}, map[string]bool{}, now)
+			got, gotSilent, err = buildInputWith(views, nil, planned, pools, listed, map[string]bool{}, map[string]bool{}, now)
 		})
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)

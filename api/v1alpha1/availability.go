@@ -58,12 +58,18 @@ type NodeAvailability struct {
 	Target string
 	// AgentAlive is true while the node's agent renews its liveness Lease.
 	AgentAlive bool
+	// Machine says why the Machine beneath the node takes it out of
+	// service — being deleted, failed, remediated, claimed twice — or is
+	// "" when there is none or it is fine (the coordinator reads Machines
+	// where their API is served).
+	Machine string
 }
 
 // Unavailable reports whether node counts against its pool's
 // maxUnavailable, and why: it holds a slot (a grant, or an agent step that
-// holds one), it does not serve (NotServing), it is cordoned, it failed on
-// the pool's target, or its agent is silent.
+// holds one), its Machine is going away or failed, it does not serve
+// (NotServing), it is cordoned, it failed on the pool's target, or its
+// agent is silent.
 func Unavailable(node *corev1.Node, a NodeAvailability) (bool, string) {
 	ann := node.Annotations
 	state := Step(ann[AnnotationState])
@@ -74,6 +80,10 @@ func Unavailable(node *corev1.Node, a NodeAvailability) (bool, string) {
 		// An agent mid-update whose grant annotation is gone (an edit, a
 		// lost write) is still disrupted until it reports otherwise.
 		return true, "updating (" + string(state) + ")"
+	case a.Machine != "":
+		// The machine controller drains, deletes or replaces it whatever
+		// the node says now: it is down or about to be.
+		return true, a.Machine
 	}
 	if why := NotServing(node); why != "" {
 		return true, why

@@ -50,6 +50,25 @@ func (cp *ControlPlane) InstallCRDs(ctx context.Context) error {
 	return installCRDFiles(ctx, cp.Client(), dyn, files)
 }
 
+// InstallCRDFiles installs the CustomResourceDefinitions of files (paths
+// relative to the module root) and waits until they are served, as
+// InstallCRDs does for the project's own: another API's CRDs a test reads
+// (the Machine API's, say).
+func (cp *ControlPlane) InstallCRDFiles(ctx context.Context, files ...string) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return fmt.Errorf("find the CRDs: %w", err)
+	}
+	for i, f := range files {
+		files[i] = filepath.Join(root, f)
+	}
+	dyn, err := dynamic.NewForConfig(cp.Config())
+	if err != nil {
+		return fmt.Errorf("dynamic client for the CRDs: %w", err)
+	}
+	return installCRDFiles(ctx, cp.Client(), dyn, files)
+}
+
 // installCRDFiles creates the CustomResourceDefinitions among files (other
 // documents, such as a kustomization.yaml, are skipped), the agents' Lease
 // namespace, and waits until every CRD is served.

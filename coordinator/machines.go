@@ -1,0 +1,202 @@
+package coordinator
+
+// The Machines beneath the nodes: a node whose Machine is being deleted,
+// failed or remediated is down, or about to be, whatever the Node says.
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// machineAPI is one Machine API the coordinator reads where it is served:
+// how its Machines name their node, mark the control plane and say they
+// are being remediated. One row per API; nothing else differs.
+type machineAPI struct {
+	// name prefixes the records' keys: two APIs never share a Machine.
+	name string
+	// versions are tried in order; the first served is read.
+	versions []schema.GroupVersionResource
+	// controlPlane reports whether a Machine's labels mark it as one of
+	// the control plane's.
+	controlPlane func(labels map[string]string) bool
+	// remediation says why a Machine is being remediated, "" when not.
+	remediation func(m *unstructured.Unstructured) string
+}
+
+// machineAPIs are OpenShift's Machine API and Cluster API.
+var machineAPIs = []machineAPI{
+	{
+		name:     "machine.openshift.io",
+		versions: []schema.GroupVersionResource{{Group: "machine.openshift.io", Version: "v1beta1", Resource: "machines"}},
+		controlPlane: func(l map[string]string) bool {
+			return l["machine.openshift.io/cluster-api-machine-role"] == "master" ||
+				l["machine.openshift.io/cluster-api-machine-type"] == "master"
+		},
+		// The MachineHealthCheck remediates by deleting the Machine:
+		// the deletion says it.
+		remediation: func(*unstructured.Unstructured) string { return "" },
+	},
+	{
+		name: "cluster.x-k8s.io",
+		versions: []schema.GroupVersionResource{
+			{Group: "cluster.x-k8s.io", Version: "v1beta2", Resource: "machines"},
+			{Group: "cluster.x-k8s.io", Version: "v1beta1", Resource: "machines"},
+		},
+		controlPlane: func(l map[string]string) bool {
+			_, ok := l["cluster.x-k8s.io/control-plane"]
+			return ok
+		},
+		remediation: capiRemediation,
+	},
+}
+
+// capiRemediation reads Cluster API's remediation conditions: the
+// MachineHealthCheck's verdict (HealthCheckSucceeded False) and the owner's
+// remediation under way (OwnerRemediated False).
+func capiRemediation(m *unstructured.Unstructured) string {
+	conds, _, _ := unstructured.NestedSlice(m.Object, "status", "conditions")
+	for _, c := range conds {
+		cond, _ := c.(map[string]any)
+		typ, _ := cond["type"].(string)
+		status, _ := cond["status"].(string)
+		if status == "False" && (typ == "OwnerRemediated" || typ == "HealthCheckSucceeded") {
+			return "being remediated (" + typ + " False)"
+		}
+	}
+	return ""
+}
+
+// machineRecord is what the coordinator keeps of one Machine.
+type machineRecord struct {
+	key          string // "<api>/<namespace>/<name>"
+	node         string // status.nodeRef.name; "" before the node joined
+	controlPlane bool
+	// problem says why the Machine takes its node out of service, ""
+	// when it does not.
+	problem string
+}
+
+// recordOf reads m with api's rules.
+func recordOf(api machineAPI, m *unstructured.Unstructured) machineRecord {
+	r := machineRecord{key: api.name + "/" + m.GetNamespace() + "/" + m.GetName(), controlPlane: api.controlPlane(m.GetLabels())}
+	r.node, _, _ = unstructured.NestedString(m.Object, "status", "nodeRef", "name")
+	phase, _, _ := unstructured.NestedString(m.Object, "status", "phase")
+	name := "machine " + m.GetNamespace() + "/" + m.GetName()
+	switch {
+	case m.GetDeletionTimestamp() != nil:
+		r.problem = name + " is being deleted"
+	case phase == "Failed":
+		msg, _, _ := unstructured.NestedString(m.Object, "status", "errorMessage")
+		r.problem = strings.TrimSuffix(name+" failed: "+msg, ": ")
+	case r.node == "":
+		r.problem = name + " is provisioning (no node yet)"
+	default:
+		if why := api.remediation(m); why != "" {
+			r.problem = name + " is " + why
+		}
+	}
+	return r
+}
+
+// machineIndex keeps the Machines of every served Machine API, from their
+// informers' events, and answers a plan pass's two questions: what is wrong
+// with a node's Machine, and whether a control-plane Machine is going away
+// or being provisioned. Where no Machine API is served it is empty and a
+// pass pays one nil check.
+type machineIndex struct {
+	mu      sync.RWMutex
+	records map[string]machineRecord
+	// byNode are the problems of nodes whose Machine has one, or that two
+	// Machines claim; rebuilt on each change (Machines change rarely).
+	byNode map[string]string
+	// controlPlane is the first control-plane Machine (by key) going away,
+	// failed or without a node yet: no control-plane grant meanwhile.
+	controlPlane string
+}
+
+func newMachineIndex() *machineIndex {
+	return &machineIndex{records: map[string]machineRecord{}}
+}
+
+// set records a Machine; it reports whether what a plan reads changed.
+func (x *machineIndex) set(r machineRecord) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if old, ok := x.records[r.key]; ok && old == r {
+		return false
+	}
+	x.records[r.key] = r
+	x.rebuild()
+	return true
+}
+
+// remove forgets a Machine; it reports whether it was known.
+func (x *machineIndex) remove(key string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if _, ok := x.records[key]; !ok {
+		return false
+	}
+	delete(x.records, key)
+	x.rebuild()
+	return true
+}
+
+// rebuild derives byNode and controlPlane from the records (x.mu held).
+func (x *machineIndex) rebuild() {
+	claims := map[string][]string{}
+	byNode := map[string]string{}
+	var busy []string
+	for _, r := range x.records {
+		if r.node != "" {
+			claims[r.node] = append(claims[r.node], r.key)
+			if r.problem != "" {
+				byNode[r.node] = r.problem
+			}
+		}
+		if r.controlPlane && r.problem != "" {
+			busy = append(busy, r.key+"\x00"+r.problem)
+		}
+	}
+	for node, keys := range claims {
+		if len(keys) > 1 {
+			// Never guess which one is the node's.
+			sort.Strings(keys)
+			byNode[node] = fmt.Sprintf("claimed by %d Machines (%s)", len(keys), strings.Join(keys, ", "))
+		}
+	}
+	x.byNode, x.controlPlane = byNode, ""
+	if len(busy) > 0 {
+		slices.Sort(busy)
+		_, problem, _ := strings.Cut(busy[0], "\x00")
+		x.controlPlane = "control-plane " + problem + ": no control-plane update meanwhile"
+	}
+}
+
+// problem is what is wrong with node's Machine, "" when nothing is (or no
+// Machine is known for it). Safe on a nil index.
+func (x *machineIndex) problem(node string) string {
+	if x == nil {
+		return ""
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.byNode[node]
+}
+
+// controlPlaneBusy says why no control-plane node may be granted because
+// of a control-plane Machine, "" when none keeps it. Safe on a nil index.
+func (x *machineIndex) controlPlaneBusy() string {
+	if x == nil {
+		return ""
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.controlPlane
+}

@@ -1,0 +1,131 @@
+package coordinator_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/test/cluster"
+)
+
+var machinesGVR = schema.GroupVersionResource{Group: "machine.openshift.io", Version: "v1beta1", Resource: "machines"}
+
+const machineNS = "openshift-machine-api"
+
+// installMachineAPI installs OpenShift's Machine CRD and its namespace.
+// The tests that create Machines do not run in parallel, and remove their
+// Machines: every coordinator started after the CRD reads them all.
+func installMachineAPI(ctx context.Context, t *testing.T, cp *cluster.ControlPlane) {
+	t.Helper()
+	if err := cp.InstallCRDFiles(ctx, "test/machineapi/crds/0000_10_machine-api_01_machines-Default.crd.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := cp.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: machineNS}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// createMachine creates a Machine with role, linked to node when it is not
+// "" (status.nodeRef, as the nodelink controller sets it), in phase, with a
+// finalizer of the test's when held: a deletion then leaves it deleting.
+func createMachine(ctx context.Context, t *testing.T, dyn dynamic.Interface, name, role, node, phase string, held bool) {
+	t.Helper()
+	m := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
+		"metadata": map[string]any{"name": name, "namespace": machineNS, "labels": map[string]any{
+			"machine.openshift.io/cluster-api-cluster": "test", "machine.openshift.io/cluster-api-machine-role": role}},
+		"spec": map[string]any{"providerSpec": map[string]any{"value": map[string]any{}}},
+	}}
+	if held {
+		m.SetFinalizers([]string{"nodeward.test/hold"})
+	}
+	api := dyn.Resource(machinesGVR).Namespace(machineNS)
+	created, err := api.Create(ctx, m, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { releaseMachine(context.Background(), t, dyn, name) })
+	status := map[string]any{"phase": phase}
+	if node != "" {
+		status["nodeRef"] = map[string]any{"kind": "Node", "name": node}
+	}
+	created.Object["status"] = status
+	if _, err := api.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// releaseMachine deletes a Machine and drops the test's finalizer: it is
+// gone, as after the machine controller deleted its instance.
+func releaseMachine(ctx context.Context, t *testing.T, dyn dynamic.Interface, name string) {
+	t.Helper()
+	api := dyn.Resource(machinesGVR).Namespace(machineNS)
+	if err := api.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("delete Machine %s: %v", name, err)
+	}
+	_, err := api.Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("release Machine %s: %v", name, err)
+	}
+}
+
+// TestDeletingMachineCountsAgainstThePool: a node whose Machine the machine
+// controller is deleting counts as unavailable: with maxUnavailable 1 no
+// other node of the pool is granted until the Machine is gone, and the
+// pool's status says which Machine and why.
+func TestDeletingMachineCountsAgainstThePool(t *testing.T) {
+	const prefix = "machine-del"
+	r := newRig(t, prefix, 3, 1)
+	installMachineAPI(r.ctx, t, r.cp)
+	for i, n := range r.nodes {
+		createMachine(r.ctx, t, r.dyn, prefix+"-m"+string(rune('0'+i)), "worker", n, "Running", i == 1)
+	}
+	if err := r.dyn.Resource(machinesGVR).Namespace(machineNS).Delete(r.ctx, prefix+"-m1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createPool(t, r.dyn, prefix, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector: groupSelector(prefix), OSImage: "os:md1", MaxUnavailable: ptr.To(intstrPercent("34%")), // 1 of 3
+	}})
+	runCoordinator(r.ctx, t, r.cp, r.dyn, prefix)
+	waitPoolCondition(t, r.dyn, prefix, v1alpha1.PoolUpdating, 30*time.Second, "machine "+machineNS+"/"+prefix+"-m1 is being deleted")
+	noGrantBut(r.ctx, t, r.cp, r.nodes, "", "while a Machine of the pool is being deleted")
+	releaseMachine(r.ctx, t, r.dyn, prefix+"-m1")
+	g := r.agents.next(t, 30*time.Second)
+	noGrantBut(r.ctx, t, r.cp, r.nodes, g.node, "after the Machine was gone")
+}
+
+// TestControlPlaneWaitsForAReplacementMachine: a control-plane Machine
+// still provisioning (no node yet) holds every control-plane grant; once
+// it runs with its node, the control-plane pool goes on.
+func TestControlPlaneWaitsForAReplacementMachine(t *testing.T) {
+	const prefix = "machine-cp"
+	cp, dyn := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	nodes := cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 1, Role: "control-plane"})
+	renewLeases(t, cp, nodes)
+	agents := scriptAgents(ctx, t, cp, cluster.GroupLabel+"="+prefix)
+	installMachineAPI(ctx, t, cp)
+	createMachine(ctx, t, dyn, prefix+"-replacement", "master", "", "Provisioning", false)
+	createPool(t, dyn, prefix, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector: groupSelector(prefix), OSImage: "os:mc1", MaxUnavailable: ptr.To(intstrPercent("100%")),
+	}})
+	runCoordinator(ctx, t, cp, dyn, prefix)
+	waitPoolCondition(t, dyn, prefix, v1alpha1.PoolUpdating, 30*time.Second, "control-plane machine "+machineNS+"/"+prefix+"-replacement is provisioning")
+	noGrantBut(ctx, t, cp, nodes, "", "while a control-plane Machine is provisioning")
+	releaseMachine(ctx, t, dyn, prefix+"-replacement")
+	if g := agents.next(t, 30*time.Second); g.node != nodes[0] {
+		t.Errorf("granted %s, want %s", g.node, nodes[0])
+	}
+}

@@ -113,6 +113,8 @@ type Controller struct {
 	// machines are the Machines beneath the nodes, where a Machine API is
 	// served (machines.go).
 	machines *machineIndex
+	// hooksSwept is when the Machines' pre-drain hooks were last swept.
+	hooksSwept time.Time
 }
 
 // New builds a controller; Run starts it.
@@ -240,7 +242,9 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	defer c.opts.Progress.busy(false)
 	rctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
 	defer cancel()
-	if err := c.reconcile(rctx, key); err != nil {
+	err := c.reconcile(rctx, key)
+	c.sweepMachineHooks(rctx, c.opts.Now())
+	if err != nil {
 		level := slog.LevelError
 		if onlyStale(err) {
 			level = slog.LevelDebug // the node's event re-plans the pool

@@ -44,6 +44,10 @@ func coordinatorKeys(pool *v1alpha1.UpdatePool, target string) map[string]*strin
 // API decides whether it is kept (settle).
 func (c *Controller) grant(ctx context.Context, pool *v1alpha1.UpdatePool, plan *poolPlan, v nodeView, grant string, now time.Time) error {
 	set := grantAnnotations(pool, plan.target, grant, plan.releaseAtDone, c.opts.LeaderTerm)
+	// The Machine's drain waits for the update from before its grant.
+	if err := c.holdMachineHook(ctx, v.name); err != nil {
+		return fmt.Errorf("grant %s: %w", grant, err)
+	}
 	c.expectations.expect(v.name, expectation{grant: grant, rv: v.rv, departs: grantDeparture(pool, v, grant)}, now)
 	if err := patchNode(ctx, c.opts.Client, v.name, v.rv, set); err != nil {
 		c.expectations.settle(ctx, v.name, err, now)

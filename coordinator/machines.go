@@ -27,6 +27,9 @@ type machineAPI struct {
 	controlPlane func(labels map[string]string) bool
 	// remediation says why a Machine is being remediated, "" when not.
 	remediation func(m *unstructured.Unstructured) string
+	// hook is how this API lets nodeward hold a Machine's drain while it
+	// updates the node (machinehooks.go).
+	hook hookStyle
 }
 
 // machineAPIs are OpenShift's Machine API and Cluster API.
@@ -41,6 +44,7 @@ var machineAPIs = []machineAPI{
 		// The MachineHealthCheck remediates by deleting the Machine:
 		// the deletion says it.
 		remediation: func(*unstructured.Unstructured) string { return "" },
+		hook:        lifecycleHook{},
 	},
 	{
 		name: "cluster.x-k8s.io",
@@ -53,6 +57,7 @@ var machineAPIs = []machineAPI{
 			return ok
 		},
 		remediation: capiRemediation,
+		hook:        annotationHook{},
 	},
 }
 
@@ -74,9 +79,14 @@ func capiRemediation(m *unstructured.Unstructured) string {
 
 // machineRecord is what the coordinator keeps of one Machine.
 type machineRecord struct {
-	key          string // "<api>/<namespace>/<name>"
-	node         string // status.nodeRef.name; "" before the node joined
-	controlPlane bool
+	key             string // "<api>/<namespace>/<name>"
+	api             string // machineAPI.name
+	namespace, name string
+	node            string // status.nodeRef.name; "" before the node joined
+	controlPlane    bool
+	deleting        bool
+	// hooked: nodeward's pre-drain hook is on the Machine.
+	hooked bool
 	// problem says why the Machine takes its node out of service, ""
 	// when it does not.
 	problem string
@@ -84,7 +94,9 @@ type machineRecord struct {
 
 // recordOf reads m with api's rules.
 func recordOf(api machineAPI, m *unstructured.Unstructured) machineRecord {
-	r := machineRecord{key: api.name + "/" + m.GetNamespace() + "/" + m.GetName(), controlPlane: api.controlPlane(m.GetLabels())}
+	r := machineRecord{key: api.name + "/" + m.GetNamespace() + "/" + m.GetName(), api: api.name,
+		namespace: m.GetNamespace(), name: m.GetName(), controlPlane: api.controlPlane(m.GetLabels()),
+		deleting: m.GetDeletionTimestamp() != nil, hooked: api.hook.held(m)}
 	r.node, _, _ = unstructured.NestedString(m.Object, "status", "nodeRef", "name")
 	phase, _, _ := unstructured.NestedString(m.Object, "status", "phase")
 	name := "machine " + m.GetNamespace() + "/" + m.GetName()
@@ -118,10 +130,26 @@ type machineIndex struct {
 	// controlPlane is the first control-plane Machine (by key) going away,
 	// failed or without a node yet: no control-plane grant meanwhile.
 	controlPlane string
+	// served is the version read of each served API, by its name.
+	served map[string]schema.GroupVersionResource
 }
 
 func newMachineIndex() *machineIndex {
-	return &machineIndex{records: map[string]machineRecord{}}
+	return &machineIndex{records: map[string]machineRecord{}, served: map[string]schema.GroupVersionResource{}}
+}
+
+// serve records that api is read as gvr.
+func (x *machineIndex) serve(api string, gvr schema.GroupVersionResource) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.served[api] = gvr
+}
+
+// servedAs is the version api is read as.
+func (x *machineIndex) servedAs(api string) schema.GroupVersionResource {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.served[api]
 }
 
 // set records a Machine; it reports whether what a plan reads changed.
@@ -177,6 +205,36 @@ func (x *machineIndex) rebuild() {
 		_, problem, _ := strings.Cut(busy[0], "\x00")
 		x.controlPlane = "control-plane " + problem + ": no control-plane update meanwhile"
 	}
+}
+
+// machineOf is the one Machine that names node, if exactly one does.
+func (x *machineIndex) machineOf(node string) (machineRecord, bool) {
+	if x == nil {
+		return machineRecord{}, false
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var found machineRecord
+	n := 0
+	for _, r := range x.records {
+		if r.node == node {
+			found, n = r, n+1
+		}
+	}
+	return found, n == 1
+}
+
+// hooked lists the Machines that carry nodeward's pre-drain hook.
+func (x *machineIndex) hooked() []machineRecord {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var out []machineRecord
+	for _, r := range x.records {
+		if r.hooked {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // problem is what is wrong with node's Machine, "" when nothing is (or no

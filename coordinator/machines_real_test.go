@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -127,5 +128,71 @@ func TestControlPlaneWaitsForAReplacementMachine(t *testing.T) {
 	releaseMachine(ctx, t, dyn, prefix+"-replacement")
 	if g := agents.next(t, 30*time.Second); g.node != nodes[0] {
 		t.Errorf("granted %s, want %s", g.node, nodes[0])
+	}
+}
+
+// machineHooks are the names of a Machine's preDrain hooks.
+func machineHooks(ctx context.Context, t *testing.T, dyn dynamic.Interface, name string) []string {
+	t.Helper()
+	m, err := dyn.Resource(machinesGVR).Namespace(machineNS).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooks, _, _ := unstructured.NestedSlice(m.Object, "spec", "lifecycleHooks", "preDrain")
+	var names []string
+	for _, h := range hooks {
+		hook, _ := h.(map[string]any)
+		n, _ := hook["name"].(string)
+		names = append(names, n)
+	}
+	return names
+}
+
+// TestUpdateHoldsTheMachinesPreDrainHook: a node's update holds its
+// Machine's pre-drain hook from before the grant until it ends, through
+// the Machine's deletion meanwhile, and drops only its own: the etcd
+// quorum guard's hook stays.
+func TestUpdateHoldsTheMachinesPreDrainHook(t *testing.T) {
+	const prefix = "machine-hook"
+	r := newRig(t, prefix, 1, 1)
+	installMachineAPI(r.ctx, t, r.cp)
+	name := prefix + "-m0"
+	createMachine(r.ctx, t, r.dyn, name, "worker", r.nodes[0], "Running", true)
+	other := `{"spec":{"lifecycleHooks":{"preDrain":[{"name":"EtcdQuorumOperator","owner":"clusteroperator/etcd"}]}}}`
+	if _, err := r.dyn.Resource(machinesGVR).Namespace(machineNS).Patch(r.ctx, name, types.MergePatchType, []byte(other), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createPool(t, r.dyn, prefix, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector: groupSelector(prefix), OSImage: "os:mh1", MaxUnavailable: ptr.To(intstrPercent("100%")),
+	}})
+	runCoordinator(r.ctx, t, r.cp, r.dyn, prefix)
+	g := r.agents.next(t, 30*time.Second)
+	if hooks := machineHooks(r.ctx, t, r.dyn, name); !slices.Contains(hooks, "nodeward.io/Update") || !slices.Contains(hooks, "EtcdQuorumOperator") {
+		t.Fatalf("hooks once granted: %v; want nodeward's beside the etcd guard's", hooks)
+	}
+	// The Machine's deletion starts mid-update: the hook stays.
+	r.agents.mustReport(r.ctx, t, g, v1alpha1.StepDraining)
+	if err := r.dyn.Resource(machinesGVR).Namespace(machineNS).Delete(r.ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	holdsFor(t, 3*time.Second, "nodeward's hook while the node updates", func() bool {
+		return slices.Contains(machineHooks(r.ctx, t, r.dyn, name), "nodeward.io/Update")
+	})
+	r.agents.mustReport(r.ctx, t, g, v1alpha1.StepDone)
+	cluster.WaitFor(t, 30*time.Second, "nodeward's hook dropped once the update ended", func(ctx context.Context) (bool, error) {
+		hooks := machineHooks(ctx, t, r.dyn, name)
+		return !slices.Contains(hooks, "nodeward.io/Update") && slices.Contains(hooks, "EtcdQuorumOperator"), nil
+	})
+}
+
+// holdsFor checks cond every 100 ms for d.
+func holdsFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for end := time.Now().Add(d); time.Now().Before(end); <-tick.C {
+		if !cond() {
+			t.Fatalf("%s: broken", what)
+		}
 	}
 }

@@ -39,6 +39,7 @@ func (w *machineWatch) start(ctx context.Context) error {
 		if !served {
 			continue
 		}
+		w.index.serve(api.name, gvr)
 		informer := w.informer(gvr)
 		reg, _ := informer.AddEventHandler(w.handler(api))
 		w.synced = append(w.synced, informer.HasSynced, reg.HasSynced)

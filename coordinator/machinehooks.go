@@ -1,0 +1,103 @@
+package coordinator
+
+// An update holds its Machine's drain: a deletion (a scale-down, a
+// remediation, a replacement) that starts while the node updates waits
+// for the update to end instead of draining a node that reboots.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+)
+
+// machineAPINamed is the row of the API called name.
+func machineAPINamed(name string) machineAPI {
+	for _, api := range machineAPIs {
+		if api.name == name {
+			return api
+		}
+	}
+	return machineAPI{}
+}
+
+// holdMachineHook puts nodeward's pre-drain hook on node's Machine before
+// its grant is written, and checks the Machine is not being deleted once
+// the hook is on: a deletion that started before it may be draining
+// already. A node without a Machine needs none. An error means no grant.
+func (c *Controller) holdMachineHook(ctx context.Context, node string) error {
+	r, ok := c.machines.machineOf(node)
+	if !ok {
+		return nil
+	}
+	gvr, api := c.machines.servedAs(r.api), c.machineResource(r)
+	if r.deleting {
+		return fmt.Errorf("machine %s/%s is being deleted", r.namespace, r.name)
+	}
+	style := machineAPINamed(r.api).hook
+	if err := style.hold(ctx, api, gvr, r.name); err != nil {
+		return fmt.Errorf("hold the pre-drain hook of machine %s/%s: %w", r.namespace, r.name, err)
+	}
+	m, err := api.Get(ctx, r.name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("read machine %s/%s after holding its hook: %w", r.namespace, r.name, err)
+	}
+	if m.GetDeletionTimestamp() != nil {
+		_ = style.drop(ctx, api, gvr, r.name)
+		return fmt.Errorf("machine %s/%s is being deleted", r.namespace, r.name)
+	}
+	return nil
+}
+
+// machineResource is the client of r's Machine API in r's namespace.
+func (c *Controller) machineResource(r machineRecord) dynamic.ResourceInterface {
+	return c.opts.Dynamic.Resource(c.machines.servedAs(r.api)).Namespace(r.namespace)
+}
+
+// hookSweepEvery spaces the sweeps of hooks whose update ended.
+const hookSweepEvery = 2 * time.Second
+
+// sweepMachineHooks drops nodeward's hook from every Machine whose node
+// holds no grant and no slot any more: the update ended however it ended
+// (Done, released by its agent or by a pool, Yielded, the node gone), and
+// after a crash or a leader change as well. It runs in the worker, between
+// passes, so never between a hook written and its grant.
+func (c *Controller) sweepMachineHooks(ctx context.Context, now time.Time) {
+	if now.Sub(c.hooksSwept) < hookSweepEvery {
+		return
+	}
+	c.hooksSwept = now
+	pending := c.expectations.nodes()
+	for _, r := range c.machines.hooked() {
+		if r.node != "" && (pending[r.node] || c.updating(r.node)) {
+			continue
+		}
+		api := c.machineResource(r)
+		if err := machineAPINamed(r.api).hook.drop(ctx, api, c.machines.servedAs(r.api), r.name); err != nil {
+			c.opts.Log.Warn("cannot drop the pre-drain hook of a machine whose update ended", "machine", r.namespace+"/"+r.name, "err", err)
+			continue
+		}
+		c.opts.Log.Info("pre-drain hook dropped: the node's update ended", "machine", r.namespace+"/"+r.name, "node", r.node)
+	}
+}
+
+// updating reports whether node is mid-update, from the index: it holds a
+// grant or its agent's step holds a slot. A Degraded node is not: its
+// update is stuck until someone acts, and its Machine's deletion or
+// remediation must be able to go on.
+func (c *Controller) updating(node string) bool {
+	n := c.index.node(node)
+	if n == nil {
+		return false
+	}
+	a := n.Annotations
+	state := v1alpha1.Step(a[v1alpha1.AnnotationState])
+	if state == v1alpha1.StepDegraded {
+		return false
+	}
+	return a[v1alpha1.AnnotationGrant] != "" || state.HoldsSlot()
+}

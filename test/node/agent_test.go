@@ -139,16 +139,8 @@ func testHelmChart(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	gone := metav1.DeletePropagationForeground
-	if err := client.AppsV1().DaemonSets(agentNamespace).Delete(ctx, "nodeward-agent", metav1.DeleteOptions{PropagationPolicy: &gone}); err != nil {
-		t.Fatalf("delete the kustomize install's DaemonSet: %v", err)
-	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := client.AppsV1().DaemonSets(agentNamespace).Get(ctx, "nodeward-agent", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
-	if err != nil {
-		t.Fatalf("the kustomize install's DaemonSet never went: %v", err)
+	if err := deleteAgentDaemonSet(ctx, client); err != nil {
+		t.Fatalf("the kustomize install's DaemonSet: %v", err)
 	}
 	start := time.Now()
 	if err := apply(ctx, cp, manifests, t.TempDir()); err != nil {

@@ -12,9 +12,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodeward/nodeward/test/cluster"
@@ -77,7 +82,27 @@ func (d deployment) renderChart(ctx context.Context, root string, sets ...string
 // adaptAll applies the test's adaptations to every object of a manifest
 // stream.
 func (d deployment) adaptAll(out []byte) ([]byte, error) {
-	dec := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
+	return eachObject(out, func(obj *unstructured.Unstructured) (bool, error) {
+		switch obj.GetKind() {
+		case "ServiceMonitor", "PrometheusRule":
+			return false, nil
+		case "DaemonSet", "Deployment":
+			return true, d.adapt(obj)
+		case "ConfigMap":
+			if config, ok, _ := unstructured.NestedString(obj.Object, "data", "config.yaml"); ok && obj.GetName() == "nodeward-agent-config" {
+				config += "hysteresis: {quietPeriod: 3s}\n"
+				return true, unstructured.SetNestedField(obj.Object, config, "data", "config.yaml")
+			}
+		}
+		return true, nil
+	})
+}
+
+// eachObject runs fn on every object of a manifest stream and returns the
+// stream of the objects fn keeps (true), as fn left them. Documents that
+// are no object are dropped.
+func eachObject(manifests []byte, fn func(obj *unstructured.Unstructured) (keep bool, err error)) ([]byte, error) {
+	dec := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(manifests)))
 	var docs [][]byte
 	for {
 		doc, err := dec.Read()
@@ -91,20 +116,12 @@ func (d deployment) adaptAll(out []byte) ([]byte, error) {
 		if err := yaml.Unmarshal(doc, &obj.Object); err != nil || obj.Object == nil {
 			continue
 		}
-		switch obj.GetKind() {
-		case "ServiceMonitor", "PrometheusRule":
+		keep, err := fn(obj)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
+		if !keep {
 			continue
-		case "DaemonSet", "Deployment":
-			if err := d.adapt(obj); err != nil {
-				return nil, err
-			}
-		case "ConfigMap":
-			if config, ok, _ := unstructured.NestedString(obj.Object, "data", "config.yaml"); ok && obj.GetName() == "nodeward-agent-config" {
-				config += "hysteresis: {quietPeriod: 3s}\n"
-				if err := unstructured.SetNestedField(obj.Object, config, "data", "config.yaml"); err != nil {
-					return nil, err
-				}
-			}
 		}
 		data, err := yaml.Marshal(obj.Object)
 		if err != nil {
@@ -113,6 +130,27 @@ func (d deployment) adaptAll(out []byte) ([]byte, error) {
 		docs = append(docs, data)
 	}
 	return bytes.Join(docs, []byte("---\n")), nil
+}
+
+// deleteAgentDaemonSet deletes the agent DaemonSet, if any, and waits until
+// it and its pods are gone (foreground deletion).
+func deleteAgentDaemonSet(ctx context.Context, client kubernetes.Interface) error {
+	gone := metav1.DeletePropagationForeground
+	err := client.AppsV1().DaemonSets(agentNamespace).Delete(ctx, "nodeward-agent", metav1.DeleteOptions{PropagationPolicy: &gone})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("delete the agent DaemonSet: %w", err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := client.AppsV1().DaemonSets(agentNamespace).Get(ctx, "nodeward-agent", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		return fmt.Errorf("the agent DaemonSet never went: %w", err)
+	}
+	return nil
 }
 
 func (d deployment) adapt(obj *unstructured.Unstructured) error {

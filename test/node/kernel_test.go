@@ -1,25 +1,19 @@
 package node_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/test/cluster"
@@ -248,43 +242,23 @@ func hasTaint(n *corev1.Node, key string) bool {
 // editDaemonSet applies edit to the agent container of the DaemonSet in a
 // manifest stream.
 func editDaemonSet(manifests []byte, edit func(container map[string]any) error) ([]byte, error) {
-	dec := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(manifests)))
-	var docs [][]byte
-	for {
-		doc, err := dec.Read()
-		if err == io.EOF {
-			break
+	return eachObject(manifests, func(obj *unstructured.Unstructured) (bool, error) {
+		if obj.GetKind() != "DaemonSet" || obj.GetName() != "nodeward-agent" {
+			return true, nil
 		}
+		containers, _, err := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
 		if err != nil {
-			return nil, err
+			return false, err
 		}
-		obj := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &obj.Object); err != nil || obj.Object == nil {
-			continue
-		}
-		if obj.GetKind() == "DaemonSet" && obj.GetName() == "nodeward-agent" {
-			containers, _, err := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
-			if err != nil {
-				return nil, err
-			}
-			for _, c := range containers {
-				if c := c.(map[string]any); c["name"] == "agent" {
-					if err := edit(c); err != nil {
-						return nil, err
-					}
+		for _, c := range containers {
+			if c := c.(map[string]any); c["name"] == "agent" {
+				if err := edit(c); err != nil {
+					return false, err
 				}
 			}
-			if err := unstructured.SetNestedSlice(obj.Object, containers, "spec", "template", "spec", "containers"); err != nil {
-				return nil, err
-			}
 		}
-		data, err := yaml.Marshal(obj.Object)
-		if err != nil {
-			return nil, err
-		}
-		docs = append(docs, data)
-	}
-	return bytes.Join(docs, []byte("---\n")), nil
+		return true, unstructured.SetNestedSlice(obj.Object, containers, "spec", "template", "spec", "containers")
+	})
 }
 
 // reinstallAgent deletes the agent DaemonSet (and waits for its pod to
@@ -313,20 +287,8 @@ func removeAgent(t testing.TB, client kubernetes.Interface) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	gone := metav1.DeletePropagationForeground
-	err := client.AppsV1().DaemonSets(agentNamespace).Delete(ctx, "nodeward-agent", metav1.DeleteOptions{PropagationPolicy: &gone})
-	if apierrors.IsNotFound(err) {
-		return
-	}
-	if err != nil {
-		t.Fatalf("delete the agent DaemonSet: %v", err)
-	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := client.AppsV1().DaemonSets(agentNamespace).Get(ctx, "nodeward-agent", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
-	if err != nil {
-		t.Fatalf("the agent DaemonSet never went: %v", err)
+	if err := deleteAgentDaemonSet(ctx, client); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -196,3 +196,32 @@ func holdsFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 	}
 }
+
+// TestMachineHookOutlivesNoCoordinator: the coordinator that held a
+// Machine's hook is killed mid-update; the update ends while none runs; a
+// new coordinator drops the hook it did not write.
+func TestMachineHookOutlivesNoCoordinator(t *testing.T) {
+	const prefix = "machine-restart"
+	r := newRig(t, prefix, 1, 1)
+	installMachineAPI(r.ctx, t, r.cp)
+	name := prefix + "-m0"
+	createMachine(r.ctx, t, r.dyn, name, "worker", r.nodes[0], "Running", false)
+	createPool(t, r.dyn, prefix, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector: groupSelector(prefix), OSImage: "os:mr1", MaxUnavailable: ptr.To(intstrPercent("100%")),
+	}})
+	first, kill := context.WithCancel(r.ctx)
+	runCoordinator(first, t, r.cp, r.dyn, prefix)
+	g := r.agents.next(t, 30*time.Second)
+	if !slices.Contains(machineHooks(r.ctx, t, r.dyn, name), "nodeward.io/Update") {
+		t.Fatal("no hook on the granted node's Machine")
+	}
+	kill()
+	r.agents.mustReport(r.ctx, t, g, v1alpha1.StepDone)
+	holdsFor(t, 2*time.Second, "the hook kept while no coordinator runs", func() bool {
+		return slices.Contains(machineHooks(r.ctx, t, r.dyn, name), "nodeward.io/Update")
+	})
+	runCoordinator(r.ctx, t, r.cp, r.dyn, prefix)
+	cluster.WaitFor(t, 30*time.Second, "the new coordinator drops the hook of the ended update", func(ctx context.Context) (bool, error) {
+		return !slices.Contains(machineHooks(ctx, t, r.dyn, name), "nodeward.io/Update"), nil
+	})
+}

@@ -207,6 +207,25 @@ func (x *machineIndex) rebuild() {
 	}
 }
 
+// machineView is what one plan pass reads of the index: the node problems
+// and the control plane's, as of the pass's start. rebuild replaces the
+// map rather than change it, so the view needs no lock; with no Machine
+// API served it is empty and a node's lookup is one of a nil map.
+type machineView struct {
+	byNode       map[string]string
+	controlPlane string
+}
+
+// view is the index as of now. Safe on a nil index.
+func (x *machineIndex) view() machineView {
+	if x == nil {
+		return machineView{}
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return machineView{byNode: x.byNode, controlPlane: x.controlPlane}
+}
+
 // machineOf is the one Machine that names node, if exactly one does.
 func (x *machineIndex) machineOf(node string) (machineRecord, bool) {
 	if x == nil {
@@ -235,26 +254,4 @@ func (x *machineIndex) hooked() []machineRecord {
 		}
 	}
 	return out
-}
-
-// problem is what is wrong with node's Machine, "" when nothing is (or no
-// Machine is known for it). Safe on a nil index.
-func (x *machineIndex) problem(node string) string {
-	if x == nil {
-		return ""
-	}
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	return x.byNode[node]
-}
-
-// controlPlaneBusy says why no control-plane node may be granted because
-// of a control-plane Machine, "" when none keeps it. Safe on a nil index.
-func (x *machineIndex) controlPlaneBusy() string {
-	if x == nil {
-		return ""
-	}
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	return x.controlPlane
 }

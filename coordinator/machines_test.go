@@ -62,7 +62,7 @@ func TestMachineRecords(t *testing.T) {
 
 func TestMachineIndex(t *testing.T) {
 	var none *machineIndex
-	if none.problem("n1") != "" || none.controlPlaneBusy() != "" {
+	if v := none.view(); v.byNode["n1"] != "" || v.controlPlane != "" {
 		t.Fatal("a nil index (no Machine API) must know of no problem")
 	}
 	x := newMachineIndex()
@@ -72,30 +72,30 @@ func TestMachineIndex(t *testing.T) {
 	if x.set(recordOf(openshiftMachines, machine("w1", "n1", "Running", nil, false))) {
 		t.Error("the same Machine again must not re-plan")
 	}
-	if x.problem("n1") != "" {
-		t.Errorf("a running Machine's node: %q", x.problem("n1"))
+	if x.view().byNode["n1"] != "" {
+		t.Errorf("a running Machine's node: %q", x.view().byNode["n1"])
 	}
 	x.set(recordOf(openshiftMachines, machine("w1", "n1", "Deleting", nil, true)))
-	if p := x.problem("n1"); !strings.Contains(p, "is being deleted") {
+	if p := x.view().byNode["n1"]; !strings.Contains(p, "is being deleted") {
 		t.Errorf("a deleting Machine's node: %q", p)
 	}
 	// Two Machines claiming one node: reported, never guessed.
 	x.set(recordOf(openshiftMachines, machine("w2", "n2", "Running", nil, false)))
 	x.set(recordOf(openshiftMachines, machine("w2b", "n2", "Running", nil, false)))
-	if p := x.problem("n2"); !strings.Contains(p, "claimed by 2 Machines") || !strings.Contains(p, "w2b") {
+	if p := x.view().byNode["n2"]; !strings.Contains(p, "claimed by 2 Machines") || !strings.Contains(p, "w2b") {
 		t.Errorf("a node two Machines claim: %q", p)
 	}
 	x.remove(recordOf(openshiftMachines, machine("w2b", "", "", nil, false)).key)
-	if p := x.problem("n2"); p != "" {
+	if p := x.view().byNode["n2"]; p != "" {
 		t.Errorf("the second claim gone: %q", p)
 	}
 	// A control-plane replacement still provisioning holds the control plane.
 	x.set(recordOf(openshiftMachines, machine("m3", "", "Provisioning", master, false)))
-	if p := x.controlPlaneBusy(); !strings.Contains(p, "m3 is provisioning") {
+	if p := x.view().controlPlane; !strings.Contains(p, "m3 is provisioning") {
 		t.Errorf("control plane with a replacement provisioning: %q", p)
 	}
 	x.set(recordOf(openshiftMachines, machine("m3", "c3", "Running", master, false)))
-	if p := x.controlPlaneBusy(); p != "" {
+	if p := x.view().controlPlane; p != "" {
 		t.Errorf("control plane with the replacement running: %q", p)
 	}
 }

@@ -76,11 +76,12 @@ func buildInputWith(views *poolViews, machines *machineIndex, pool *v1alpha1.Upd
 	}
 	var silent []*corev1.Node
 	var busy []string // unavailable control-plane nodes, "name (why)"
+	mv := machines.view()
 	var matched []poolSelector
 	for l := range nodes {
 		sel := l.cache.selection(l.node, l.rv, set, matched)
 		matched = sel.matched
-		machine := machines.problem(l.name)
+		machine := mv.byNode[l.name]
 		if sel.controlPlane {
 			if down, why := controlPlaneDown(l.node, sel.matched, pending, l.leaseOK, machine); down {
 				busy = append(busy, l.node.Name+" ("+why+")")
@@ -105,8 +106,8 @@ func buildInputWith(views *poolViews, machines *machineIndex, pool *v1alpha1.Upd
 	if len(busy) > 0 {
 		sort.Strings(busy)
 		in.controlPlaneBusy = "control-plane node " + busy[0] + " is unavailable: one control-plane node at a time, cluster-wide"
-	} else if why := machines.controlPlaneBusy(); why != "" {
-		in.controlPlaneBusy = why
+	} else if mv.controlPlane != "" {
+		in.controlPlaneBusy = mv.controlPlane
 	}
 	return in, silent, nil
 }

@@ -156,8 +156,9 @@ func controllersKey(src string) (string, error) {
 
 // Binary finds the machine-api-controllers binary: $NODEWARD_MACHINE_API_CONTROLLERS,
 // else the one `make testbin` built for the current wrapper source under
-// $NODEWARD_TESTBIN_DIR (or test/tools/install.sh's cache, building what is
-// missing, as test/cluster finds the control plane).
+// $NODEWARD_TESTBIN_DIR (or test/tools/install.sh's cache, where
+// test/cluster finds the control plane; it does not build the controllers
+// itself, `make testbin` does).
 func Binary() (string, error) {
 	if p := os.Getenv(BinaryVariable); p != "" {
 		if _, err := os.Stat(p); err != nil {

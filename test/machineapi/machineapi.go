@@ -437,7 +437,8 @@ func (c *Controllers) dumpLogs() {
 
 // removeAll deletes what a test left in Namespace, the controllers stopped:
 // MachineHealthChecks and MachineSets first (nothing recreates Machines
-// then), Machines with their finalizers dropped, and the stub's Nodes.
+// then), Machines with their finalizers dropped, their Events, and the
+// stub's Nodes.
 func (c *Controllers) removeAll() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -459,6 +460,11 @@ func (c *Controllers) removeAll() {
 				c.t.Logf("cleanup: delete %s %s: %v", gvr.Resource, o.GetName(), err)
 			}
 		}
+	}
+	// Events too: a later test's Machine of the same name must not find
+	// this one's.
+	if err := c.Kube.CoreV1().Events(Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		c.t.Logf("cleanup: delete events: %v", err)
 	}
 	err := c.Kube.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: LabelStubNode + "=" + Namespace})
 	if err != nil {

@@ -29,12 +29,16 @@ func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 
 // adopt creates one kwok node and a Machine adopting it, and waits until
 // the nodelink controller linked them and the Machine runs.
-func adopt(t *testing.T, cp *cluster.ControlPlane, mapi *machineapi.Controllers, name string, hooks []machineapi.Hook) string {
+func adopt(t *testing.T, cp *cluster.ControlPlane, mapi *machineapi.Controllers, name string, hooks []machineapi.Hook) (node, uid string) {
 	t.Helper()
-	node := cp.CreateNodes(t, cluster.NodeSpec{Prefix: name, Count: 1, Role: "worker"})[0]
+	node = cp.CreateNodes(t, cluster.NodeSpec{Prefix: name, Count: 1, Role: "worker"})[0]
 	mapi.CreateMachine(context.Background(), machineapi.MachineSpec{Name: name, Role: "worker", NodeName: node, PreDrainHooks: hooks})
 	waitLinked(t, cp, mapi, name, node)
-	return node
+	m, err := mapi.Machine(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return node, m.UID
 }
 
 // waitLinked waits until Machine name runs with status.nodeRef = node and
@@ -62,7 +66,7 @@ func waitLinked(t *testing.T, cp *cluster.ControlPlane, mapi *machineapi.Control
 func TestMachineAdoptsNode(t *testing.T) {
 	cp := env.ControlPlane(t)
 	mapi := machineapi.Start(t, cp, machineapi.Options{})
-	node := adopt(t, cp, mapi, "adopt", nil)
+	node, _ := adopt(t, cp, mapi, "adopt", nil)
 	m, err := mapi.Machine(context.Background(), "adopt")
 	if err != nil {
 		t.Fatal(err)
@@ -165,12 +169,13 @@ func runPods(t *testing.T, cp *cluster.ControlPlane, ns, node string, count int)
 	return names
 }
 
-// machineEvent reports whether an Event of reason was recorded for Machine name.
-func machineEvent(ctx context.Context, cp *cluster.ControlPlane, name, reason string) (bool, error) {
+// machineEvent reports whether an Event of reason was recorded for the
+// Machine of uid (not an earlier one of the same name).
+func machineEvent(ctx context.Context, cp *cluster.ControlPlane, uid, reason string) (bool, error) {
 	list, err := cp.Client().CoreV1().Events(machineapi.Namespace).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.AndSelectors(
 			fields.OneTermEqualSelector("involvedObject.kind", "Machine"),
-			fields.OneTermEqualSelector("involvedObject.name", name),
+			fields.OneTermEqualSelector("involvedObject.uid", uid),
 			fields.OneTermEqualSelector("reason", reason),
 		).String()})
 	if err != nil {
@@ -204,7 +209,7 @@ func TestDeleteMachineDrainsAndDeletesNode(t *testing.T) {
 	cp := env.ControlPlane(t)
 	ns := cp.Namespace(t)
 	mapi := machineapi.Start(t, cp, machineapi.Options{})
-	node := adopt(t, cp, mapi, "delete", nil)
+	node, uid := adopt(t, cp, mapi, "delete", nil)
 	pods := runPods(t, cp, ns, node, 2)
 	h := watchDeletion(t, cp, node, ns)
 
@@ -227,7 +232,7 @@ func TestDeleteMachineDrainsAndDeletesNode(t *testing.T) {
 			t.Errorf("pod %s not deleted before node %s (deleted %v at %v, node at %v): not drained", p, node, ok, at, h.nodeDeleted)
 		}
 	}
-	ok, err := machineEvent(context.Background(), cp, "delete", "DrainSucceeded")
+	ok, err := machineEvent(context.Background(), cp, uid, "DrainSucceeded")
 	if err != nil || !ok {
 		t.Errorf("no DrainSucceeded event for Machine delete (%v)", err)
 	}
@@ -241,7 +246,7 @@ func TestPreDrainHookHoldsDrain(t *testing.T) {
 	ns := cp.Namespace(t)
 	mapi := machineapi.Start(t, cp, machineapi.Options{})
 	hook := machineapi.Hook{Name: "nodeward.io/Drain", Owner: "nodeward-coordinator"}
-	node := adopt(t, cp, mapi, "hooked", []machineapi.Hook{hook})
+	node, uid := adopt(t, cp, mapi, "hooked", []machineapi.Hook{hook})
 	pods := runPods(t, cp, ns, node, 1)
 	ctx := context.Background()
 
@@ -257,7 +262,7 @@ func TestPreDrainHookHoldsDrain(t *testing.T) {
 			return false, fmt.Errorf("phase %q, deleting %v, Drainable %+v", m.Phase, m.DeletionTimestamp != nil, c)
 		}
 		// The drain controller looked at it and held off.
-		return machineEvent(ctx, cp, "hooked", "DrainBlocked")
+		return machineEvent(ctx, cp, uid, "DrainBlocked")
 	})
 	n, err := cp.Client().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
@@ -270,7 +275,7 @@ func TestPreDrainHookHoldsDrain(t *testing.T) {
 	if err != nil || p.DeletionTimestamp != nil {
 		t.Fatalf("pod %s evicted while the preDrain hook is present (%v)", pods[0], err)
 	}
-	if ok, _ := machineEvent(ctx, cp, "hooked", "DrainProceeds"); ok {
+	if ok, _ := machineEvent(ctx, cp, uid, "DrainProceeds"); ok {
 		t.Fatal("the drain proceeded while the preDrain hook is present")
 	}
 

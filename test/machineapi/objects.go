@@ -195,6 +195,7 @@ type Condition struct {
 // Machine is what tests look at of a Machine.
 type Machine struct {
 	Name       string
+	UID        string
 	Phase      string // "", Provisioning, Provisioned, Running, Deleting, Failed
 	ProviderID string
 	// NodeRef is status.nodeRef.name: the linked Node.
@@ -279,7 +280,7 @@ func machineFrom(obj *unstructured.Unstructured) (*Machine, error) {
 		return nil, fmt.Errorf("machine %s: %w", obj.GetName(), err)
 	}
 	m := &Machine{
-		Name: obj.GetName(), Phase: j.Status.Phase, ProviderID: j.Spec.ProviderID,
+		Name: obj.GetName(), UID: string(obj.GetUID()), Phase: j.Status.Phase, ProviderID: j.Spec.ProviderID,
 		Conditions:    j.Status.Conditions,
 		PreDrainHooks: j.Spec.LifecycleHooks.PreDrain, PreTerminateHooks: j.Spec.LifecycleHooks.PreTerminate,
 		ErrorReason: j.Status.ErrorReason, ErrorMessage: j.Status.ErrorMessage,

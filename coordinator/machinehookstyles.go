@@ -5,6 +5,8 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -21,9 +23,6 @@ const (
 	MachineHookOwner = "nodeward"
 	// ClusterAPIHookAnnotation is nodeward's Cluster API pre-drain hook.
 	ClusterAPIHookAnnotation = "pre-drain.delete.hook.machine.cluster.x-k8s.io/nodeward-update"
-	// hookFieldManager owns nodeward's entry of a Machine's hooks (server-
-	// side apply): applying none removes it and nothing of another owner.
-	hookFieldManager = "nodeward-coordinator-hooks"
 )
 
 // hookStyle is how one Machine API holds a drain.
@@ -34,34 +33,66 @@ type hookStyle interface {
 }
 
 // lifecycleHook is OpenShift's spec.lifecycleHooks.preDrain, a list keyed
-// by name: nodeward applies its one entry and only ever touches it.
+// by name. nodeward adds and removes its one entry by a JSON patch that
+// first tests the Machine's resourceVersion: a Machine changed since it was
+// read is left alone and the next pass tries again, and no other owner's
+// entry is ever rewritten. (A server-side apply of the entry left the
+// emptied lifecycleHooks null on a Machine the machine controller had
+// updated, which the CRD refuses.)
 type lifecycleHook struct{}
 
 func (lifecycleHook) held(m *unstructured.Unstructured) bool {
+	return hookIndex(m) >= 0
+}
+
+// hookIndex is the position of nodeward's entry in m's preDrain hooks, -1
+// when there is none.
+func hookIndex(m *unstructured.Unstructured) int {
 	hooks, _, _ := unstructured.NestedSlice(m.Object, "spec", "lifecycleHooks", "preDrain")
-	for _, h := range hooks {
+	for i, h := range hooks {
 		if hook, _ := h.(map[string]any); hook["name"] == MachineHookName {
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
 }
 
-func (l lifecycleHook) hold(ctx context.Context, api dynamic.ResourceInterface, gvr schema.GroupVersionResource, name string) error {
-	return l.apply(ctx, api, gvr, name, []any{map[string]any{"name": MachineHookName, "owner": MachineHookOwner}})
+func (lifecycleHook) hold(ctx context.Context, api dynamic.ResourceInterface, _ schema.GroupVersionResource, name string) error {
+	m, err := api.Get(ctx, name, metav1.GetOptions{})
+	if err != nil || hookIndex(m) >= 0 {
+		return err
+	}
+	entry := map[string]any{"name": MachineHookName, "owner": MachineHookOwner}
+	op := map[string]any{"op": "add", "path": "/spec/lifecycleHooks/preDrain/-", "value": entry}
+	if _, found, _ := unstructured.NestedSlice(m.Object, "spec", "lifecycleHooks", "preDrain"); !found {
+		op = map[string]any{"op": "add", "path": "/spec/lifecycleHooks/preDrain", "value": []any{entry}}
+		if _, found, _ := unstructured.NestedMap(m.Object, "spec", "lifecycleHooks"); !found {
+			op = map[string]any{"op": "add", "path": "/spec/lifecycleHooks", "value": map[string]any{"preDrain": []any{entry}}}
+		}
+	}
+	return patchAt(ctx, api, m, op)
 }
 
-func (l lifecycleHook) drop(ctx context.Context, api dynamic.ResourceInterface, gvr schema.GroupVersionResource, name string) error {
-	return l.apply(ctx, api, gvr, name, []any{})
+func (lifecycleHook) drop(ctx context.Context, api dynamic.ResourceInterface, _ schema.GroupVersionResource, name string) error {
+	m, err := api.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	i := hookIndex(m)
+	if i < 0 {
+		return nil
+	}
+	return patchAt(ctx, api, m, map[string]any{"op": "remove", "path": fmt.Sprintf("/spec/lifecycleHooks/preDrain/%d", i)})
 }
 
-func (lifecycleHook) apply(ctx context.Context, api dynamic.ResourceInterface, gvr schema.GroupVersionResource, name string, hooks []any) error {
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": gvr.GroupVersion().String(), "kind": "Machine",
-		"metadata": map[string]any{"name": name},
-		"spec":     map[string]any{"lifecycleHooks": map[string]any{"preDrain": hooks}},
-	}}
-	_, err := api.Apply(ctx, name, obj, metav1.ApplyOptions{FieldManager: hookFieldManager, Force: true})
+// patchAt applies op to m, only if m is still at the resourceVersion read.
+func patchAt(ctx context.Context, api dynamic.ResourceInterface, m *unstructured.Unstructured, op map[string]any) error {
+	patch, err := json.Marshal([]any{
+		map[string]any{"op": "test", "path": "/metadata/resourceVersion", "value": m.GetResourceVersion()}, op})
+	if err != nil {
+		return err
+	}
+	_, err = api.Patch(ctx, m.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{})
 	return err
 }
 

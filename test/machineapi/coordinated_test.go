@@ -1,0 +1,182 @@
+package machineapi_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/coordinatortest"
+	"github.com/nodeward/nodeward/test/machineapi"
+	"github.com/nodeward/nodeward/test/sim"
+)
+
+// TestMachineDeletedMidUpdateWaitsForTheUpdate runs nodeward's coordinator
+// and two agents (the real update machine on simulated hosts) beside the
+// real machine and drain controllers. The coordinator grants one node and
+// holds its Machine's pre-drain hook; the Machine is deleted mid-update.
+// The machine controller's drain waits (Drainable False naming the hook)
+// while the agent updates; once it is Done the hook is dropped, the
+// machine controller drains and deletes the node, and the pool updates its
+// other node. At no time are both nodes down.
+func TestMachineDeletedMidUpdateWaitsForTheUpdate(t *testing.T) {
+	const prefix = "coord"
+	cp := env.ControlPlane(t)
+	mapi := machineapi.Start(t, cp, machineapi.Options{})
+	ctx := context.Background()
+	if err := cp.InstallCRDs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nodes := cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 2, Role: "worker"})
+	for i, node := range nodes {
+		name := fmt.Sprintf("%s-m%d", prefix, i)
+		mapi.CreateMachine(ctx, machineapi.MachineSpec{Name: name, Role: "worker", NodeName: node})
+		waitLinked(t, cp, mapi, name, node)
+	}
+	if err := cluster.CreateAgentLeases(ctx, cp.Client(), nodes); err != nil {
+		t.Fatal(err)
+	}
+	down := watchDown(t, cp, nodes)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	agents := map[string]*sim.SimNode{}
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		for _, n := range agents {
+			n.Kill()
+		}
+	})
+	for _, node := range nodes {
+		n := &sim.SimNode{Name: node, Host: sim.NewSimHost("os-1"), StateDir: t.TempDir(), RestConfig: cp.Config(), Log: log,
+			RebootDelay: 3 * time.Second}
+		agents[node] = n
+		wg.Go(func() { n.RunReboots(runCtx) })
+		if err := n.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dyn, err := dynamic.NewForConfig(cp.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix, Labels: coordinatortest.PoolLabels(prefix)},
+		Spec: v1alpha1.UpdatePoolSpec{OSImage: "os-2", MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: prefix}}}}
+	if err := cluster.CreatePool(ctx, dyn, pool); err != nil {
+		t.Fatal(err)
+	}
+	coordinatortest.Start(t, cp, coordinatortest.Options{Pools: prefix, Resync: time.Second, Log: log})
+
+	// The first node granted, mid-update: its Machine is deleted.
+	var first string
+	cluster.WaitFor(t, 2*time.Minute, "a node draining or rebooting for its update", func(ctx context.Context) (bool, error) {
+		for _, node := range nodes {
+			n, err := cp.Client().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			switch v1alpha1.Step(n.Annotations[v1alpha1.AnnotationState]) {
+			case v1alpha1.StepDraining, v1alpha1.StepHooksPreReboot, v1alpha1.StepFinalizing, v1alpha1.StepRebooting:
+				first = node
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	machine := map[string]string{nodes[0]: prefix + "-m0", nodes[1]: prefix + "-m1"}[first]
+	mapi.DeleteMachine(ctx, machine)
+	cluster.WaitFor(t, time.Minute, "the deleting Machine's drain held by nodeward's hook", func(ctx context.Context) (bool, error) {
+		m, err := mapi.Machine(ctx, machine)
+		if err != nil {
+			return false, err
+		}
+		c := m.Condition("Drainable")
+		return c != nil && c.Status == "False" && strings.Contains(c.Message, "nodeward.io/Update"), fmt.Errorf("Drainable %+v", c)
+	})
+	// The agent finishes its update; then the machine controller drains
+	// and deletes the node.
+	cluster.WaitFor(t, 2*time.Minute, first+" Done", func(ctx context.Context) (bool, error) {
+		n, err := cp.Client().CoreV1().Nodes().Get(ctx, first, metav1.GetOptions{})
+		if err != nil {
+			return false, fmt.Errorf("node %s: %w (deleted before its update was Done)", first, err)
+		}
+		return n.Annotations[v1alpha1.AnnotationState] == string(v1alpha1.StepDone) && n.Annotations[v1alpha1.AnnotationStateTarget] == "os-2", nil
+	})
+	waitGone(t, cp, mapi, machine, first, 2*time.Minute)
+	other := nodes[0]
+	if other == first {
+		other = nodes[1]
+	}
+	cluster.WaitFor(t, 2*time.Minute, other+" updated", func(ctx context.Context) (bool, error) {
+		n, err := cp.Client().CoreV1().Nodes().Get(ctx, other, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return n.Annotations[v1alpha1.AnnotationState] == string(v1alpha1.StepDone) && n.Annotations[v1alpha1.AnnotationStateTarget] == "os-2", nil
+	})
+	if max := down(); max > 1 {
+		t.Errorf("%d nodes of the pool were down at once; maxUnavailable is 1", max)
+	}
+}
+
+// watchDown watches nodes and returns a function giving the most of them
+// seen down at once so far: unschedulable, not Ready, or gone.
+func watchDown(t *testing.T, cp *cluster.ControlPlane, nodes []string) func() int {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := cp.Client().CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: cluster.GroupLabel + "=coord"})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	isDown, peak := map[string]bool{}, 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				continue
+			}
+			mu.Lock()
+			isDown[n.Name] = n.Spec.Unschedulable || v1alpha1.NotServing(n) != ""
+			if ev.Type == "DELETED" {
+				// A deleted node is gone from the pool, not down in it.
+				delete(isDown, n.Name)
+			}
+			count := 0
+			for _, d := range isDown {
+				if d {
+					count++
+				}
+			}
+			peak = max(peak, count)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { cancel(); w.Stop(); <-done })
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return peak
+	}
+}

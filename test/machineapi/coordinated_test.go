@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
@@ -50,28 +51,10 @@ func TestMachineDeletedMidUpdateWaitsForTheUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	down := watchDown(t, cp, nodes)
+	runAgents(t, cp, nodes)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
-	agents := map[string]*sim.SimNode{}
-	runCtx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		for _, n := range agents {
-			n.Kill()
-		}
-	})
-	for _, node := range nodes {
-		n := &sim.SimNode{Name: node, Host: sim.NewSimHost("os-1"), StateDir: t.TempDir(), RestConfig: cp.Config(), Log: log,
-			RebootDelay: 3 * time.Second}
-		agents[node] = n
-		wg.Go(func() { n.RunReboots(runCtx) })
-		if err := n.Start(); err != nil {
-			t.Fatal(err)
-		}
 	}
 	dyn, err := dynamic.NewForConfig(cp.Config())
 	if err != nil {
@@ -178,5 +161,89 @@ func watchDown(t *testing.T, cp *cluster.ControlPlane, nodes []string) func() in
 		mu.Lock()
 		defer mu.Unlock()
 		return peak
+	}
+}
+
+// TestMachineDeletedWhileStagedHoldsThePool: the Machine of one of two
+// staged nodes is deleted before the rollout starts. Under maxUnavailable 1
+// the coordinator grants the other node nothing while the machine
+// controller drains and deletes it; once the Machine is gone, the other
+// node updates.
+func TestMachineDeletedWhileStagedHoldsThePool(t *testing.T) {
+	const prefix = "staged"
+	cp := env.ControlPlane(t)
+	mapi := machineapi.Start(t, cp, machineapi.Options{})
+	ctx := context.Background()
+	if err := cp.InstallCRDs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nodes := cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 2, Role: "worker"})
+	for i, node := range nodes {
+		name := fmt.Sprintf("%s-m%d", prefix, i)
+		mapi.CreateMachine(ctx, machineapi.MachineSpec{Name: name, Role: "worker", NodeName: node})
+		waitLinked(t, cp, mapi, name, node)
+	}
+	if err := cluster.CreateAgentLeases(ctx, cp.Client(), nodes); err != nil {
+		t.Fatal(err)
+	}
+	runAgents(t, cp, nodes)
+	dyn, err := dynamic.NewForConfig(cp.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix, Labels: coordinatortest.PoolLabels(prefix)},
+		Spec: v1alpha1.UpdatePoolSpec{OSImage: "os-2", MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: prefix}}}}
+	if err := cluster.CreatePool(ctx, dyn, pool); err != nil {
+		t.Fatal(err)
+	}
+	mapi.DeleteMachine(ctx, prefix+"-m1")
+	coordinatortest.Start(t, cp, coordinatortest.Options{Pools: prefix, Resync: time.Second})
+	// Until the deleted Machine is gone, nothing is granted.
+	cluster.WaitFor(t, 2*time.Minute, "the deleted Machine gone, nothing granted meanwhile", func(ctx context.Context) (bool, error) {
+		n, err := cp.Client().CoreV1().Nodes().Get(ctx, nodes[0], metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if g := n.Annotations[v1alpha1.AnnotationGrant]; g != "" {
+			if _, err := mapi.Machine(ctx, prefix+"-m1"); err == nil {
+				t.Fatalf("%s granted (%s) while the Machine of %s is being deleted", nodes[0], g, nodes[1])
+			}
+		}
+		_, err = mapi.Machine(ctx, prefix+"-m1")
+		return apierrors.IsNotFound(err), nil
+	})
+	cluster.WaitFor(t, 2*time.Minute, nodes[0]+" updated", func(ctx context.Context) (bool, error) {
+		n, err := cp.Client().CoreV1().Nodes().Get(ctx, nodes[0], metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return n.Annotations[v1alpha1.AnnotationState] == string(v1alpha1.StepDone) && n.Annotations[v1alpha1.AnnotationStateTarget] == "os-2", nil
+	})
+}
+
+// runAgents runs an agent (the real update machine on a simulated host) on
+// each node until the test ends.
+func runAgents(t *testing.T, cp *cluster.ControlPlane, nodes []string) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	runCtx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var agents []*sim.SimNode
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		for _, n := range agents {
+			n.Kill()
+		}
+	})
+	for _, node := range nodes {
+		n := &sim.SimNode{Name: node, Host: sim.NewSimHost("os-1"), StateDir: t.TempDir(), RestConfig: cp.Config(), Log: log,
+			RebootDelay: 3 * time.Second}
+		agents = append(agents, n)
+		wg.Go(func() { n.RunReboots(runCtx) })
+		if err := n.Start(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -35,37 +35,14 @@ import (
 // other node. At no time are both nodes down.
 func TestMachineDeletedMidUpdateWaitsForTheUpdate(t *testing.T) {
 	const prefix = "coord"
-	cp := env.ControlPlane(t)
-	mapi := machineapi.Start(t, cp, machineapi.Options{})
+	cp, mapi, nodes := machinesWithAgents(t, prefix)
 	ctx := context.Background()
-	if err := cp.InstallCRDs(ctx); err != nil {
-		t.Fatal(err)
-	}
-	nodes := cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 2, Role: "worker"})
-	for i, node := range nodes {
-		name := fmt.Sprintf("%s-m%d", prefix, i)
-		mapi.CreateMachine(ctx, machineapi.MachineSpec{Name: name, Role: "worker", NodeName: node})
-		waitLinked(t, cp, mapi, name, node)
-	}
-	if err := cluster.CreateAgentLeases(ctx, cp.Client(), nodes); err != nil {
-		t.Fatal(err)
-	}
 	down := watchDown(t, cp, nodes)
-	runAgents(t, cp, nodes)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	dyn, err := dynamic.NewForConfig(cp.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix, Labels: coordinatortest.PoolLabels(prefix)},
-		Spec: v1alpha1.UpdatePoolSpec{OSImage: "os-2", MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: prefix}}}}
-	if err := cluster.CreatePool(ctx, dyn, pool); err != nil {
-		t.Fatal(err)
-	}
+	createPool(t, cp, prefix)
 	coordinatortest.Start(t, cp, coordinatortest.Options{Pools: prefix, Resync: time.Second, Log: log})
 
 	// The first node granted, mid-update: its Machine is deleted.
@@ -171,32 +148,9 @@ func watchDown(t *testing.T, cp *cluster.ControlPlane, nodes []string) func() in
 // node updates.
 func TestMachineDeletedWhileStagedHoldsThePool(t *testing.T) {
 	const prefix = "staged"
-	cp := env.ControlPlane(t)
-	mapi := machineapi.Start(t, cp, machineapi.Options{})
+	cp, mapi, nodes := machinesWithAgents(t, prefix)
 	ctx := context.Background()
-	if err := cp.InstallCRDs(ctx); err != nil {
-		t.Fatal(err)
-	}
-	nodes := cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 2, Role: "worker"})
-	for i, node := range nodes {
-		name := fmt.Sprintf("%s-m%d", prefix, i)
-		mapi.CreateMachine(ctx, machineapi.MachineSpec{Name: name, Role: "worker", NodeName: node})
-		waitLinked(t, cp, mapi, name, node)
-	}
-	if err := cluster.CreateAgentLeases(ctx, cp.Client(), nodes); err != nil {
-		t.Fatal(err)
-	}
-	runAgents(t, cp, nodes)
-	dyn, err := dynamic.NewForConfig(cp.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix, Labels: coordinatortest.PoolLabels(prefix)},
-		Spec: v1alpha1.UpdatePoolSpec{OSImage: "os-2", MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: prefix}}}}
-	if err := cluster.CreatePool(ctx, dyn, pool); err != nil {
-		t.Fatal(err)
-	}
+	createPool(t, cp, prefix)
 	mapi.DeleteMachine(ctx, prefix+"-m1")
 	coordinatortest.Start(t, cp, coordinatortest.Options{Pools: prefix, Resync: time.Second})
 	// Until the deleted Machine is gone, nothing is granted.
@@ -245,5 +199,45 @@ func runAgents(t *testing.T, cp *cluster.ControlPlane, nodes []string) {
 		if err := n.Start(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// machinesWithAgents starts the Machine API controllers, and two nodes of
+// prefix, each adopted by a Machine (prefix-m0, prefix-m1) and run by an
+// agent with a renewed Lease.
+func machinesWithAgents(t *testing.T, prefix string) (*cluster.ControlPlane, *machineapi.Controllers, []string) {
+	t.Helper()
+	cp := env.ControlPlane(t)
+	mapi := machineapi.Start(t, cp, machineapi.Options{})
+	ctx := context.Background()
+	if err := cp.InstallCRDs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nodes := cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 2, Role: "worker"})
+	for i, node := range nodes {
+		name := fmt.Sprintf("%s-m%d", prefix, i)
+		mapi.CreateMachine(ctx, machineapi.MachineSpec{Name: name, Role: "worker", NodeName: node})
+		waitLinked(t, cp, mapi, name, node)
+	}
+	if err := cluster.CreateAgentLeases(ctx, cp.Client(), nodes); err != nil {
+		t.Fatal(err)
+	}
+	runAgents(t, cp, nodes)
+	return cp, mapi, nodes
+}
+
+// createPool creates the pool of prefix's nodes, to os-2 with
+// maxUnavailable 1, for the coordinator of prefix.
+func createPool(t *testing.T, cp *cluster.ControlPlane, prefix string) {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(cp.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix, Labels: coordinatortest.PoolLabels(prefix)},
+		Spec: v1alpha1.UpdatePoolSpec{OSImage: "os-2", MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: prefix}}}}
+	if err := cluster.CreatePool(context.Background(), dyn, pool); err != nil {
+		t.Fatal(err)
 	}
 }

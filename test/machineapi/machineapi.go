@@ -361,9 +361,9 @@ func waitReady(proc *cluster.Process) error {
 		select {
 		case <-proc.Done():
 			_, err := proc.Exited()
-			return fmt.Errorf("machine-api-controllers ended before ready: %w\n%s", err, tail(data, 4096))
+			return fmt.Errorf("machine-api-controllers ended before ready: %w\n%s", err, cluster.Tail(data, 4096))
 		case <-ctx.Done():
-			return fmt.Errorf("machine-api-controllers not ready after 90s (not started: %v)\n%s", missing, tail(data, 4096))
+			return fmt.Errorf("machine-api-controllers not ready after 90s (not started: %v)\n%s", missing, cluster.Tail(data, 4096))
 		case <-tick.C:
 		}
 	}
@@ -417,22 +417,14 @@ func (c *Controllers) LogPath() string {
 
 // LogContains reports whether the current start's log holds text.
 func (c *Controllers) LogContains(text string) bool {
-	data, _ := os.ReadFile(c.LogPath())
-	return strings.Contains(string(data), text)
+	return cluster.LogContains(c.LogPath(), text)
 }
 
 func (c *Controllers) dumpLogs() {
 	c.mu.Lock()
 	logs := slices.Clone(c.logs)
 	c.mu.Unlock()
-	for _, l := range logs {
-		data, err := os.ReadFile(l)
-		if err != nil {
-			c.t.Logf("%s: %v", l, err)
-			continue
-		}
-		c.t.Logf("---- %s (last 32 KiB) ----\n%s", filepath.Base(l), tail(data, 32<<10))
-	}
+	cluster.DumpLogs(c.t, logs)
 }
 
 // removeAll deletes what a test left in Namespace, the controllers stopped:
@@ -470,14 +462,4 @@ func (c *Controllers) removeAll() {
 	if err != nil {
 		c.t.Logf("cleanup: delete the stub's nodes: %v", err)
 	}
-}
-
-func tail(data []byte, n int) string {
-	if len(data) > n {
-		data = data[len(data)-n:]
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			data = data[i+1:]
-		}
-	}
-	return string(data)
 }

@@ -282,9 +282,9 @@ func (c *Controller) waitReady(opts ControllerOptions, proc *cluster.Process) er
 		select {
 		case <-proc.Done():
 			_, err := proc.Exited()
-			return fmt.Errorf("mco-controller before ready: %w\n%s", err, tail(data, 4096))
+			return fmt.Errorf("mco-controller before ready: %w\n%s", err, cluster.Tail(data, 4096))
 		case <-ctx.Done():
-			return fmt.Errorf("mco-controller not ready after 90s (no %q in its log)\n%s", want, tail(data, 4096))
+			return fmt.Errorf("mco-controller not ready after 90s (no %q in its log)\n%s", want, cluster.Tail(data, 4096))
 		case <-tick.C:
 		}
 	}
@@ -331,8 +331,7 @@ func (c *Controller) LogPath() string {
 // LogContains reports whether the current start's log holds text, for
 // assertions on what the controller decided.
 func (c *Controller) LogContains(text string) bool {
-	data, _ := os.ReadFile(c.LogPath())
-	return strings.Contains(string(data), text)
+	return cluster.LogContains(c.LogPath(), text)
 }
 
 // dumpLogs prints the tail of every start's log: a failed assertion on the
@@ -341,22 +340,5 @@ func (c *Controller) dumpLogs() {
 	c.mu.Lock()
 	logs := slices.Clone(c.logs)
 	c.mu.Unlock()
-	for _, l := range logs {
-		data, err := os.ReadFile(l)
-		if err != nil {
-			c.t.Logf("%s: %v", l, err)
-			continue
-		}
-		c.t.Logf("---- %s (last 32 KiB) ----\n%s", filepath.Base(l), tail(data, 32<<10))
-	}
-}
-
-func tail(data []byte, n int) string {
-	if len(data) > n {
-		data = data[len(data)-n:]
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			data = data[i+1:]
-		}
-	}
-	return string(data)
+	cluster.DumpLogs(c.t, logs)
 }

@@ -225,13 +225,7 @@ func (m *Machine) finalizing(ctx context.Context, node *corev1.Node, want Desire
 	if rebooted, err := m.rebooted(); err != nil || rebooted {
 		return m.afterBoot(err) // finalization rebooted the machine
 	}
-	if back := m.disruptionStillOurs(node, want); back != "" {
-		return back, nil
-	}
-	if len(drain.PreReboot.Hooks(node)) > 0 {
-		return v1alpha1.StepHooksPreReboot, nil // a hook came back since it was checked
-	}
-	if back, err := m.stillDrained(ctx, want); back != "" || err != nil {
+	if back, err := m.readyToApply(ctx, node, want); back != "" || err != nil {
 		return back, err
 	}
 	lost, err := m.stagingLost()
@@ -248,6 +242,21 @@ func (m *Machine) finalizing(ctx context.Context, node *corev1.Node, want Desire
 	}
 	m.state.Finalized = true
 	return v1alpha1.StepRebooting, nil
+}
+
+// readyToApply checks, right before the target is finalized or applied in
+// place, that the grant and cordon are still this update's, that no
+// pre-reboot hook came back since it was checked, and that no pod came to
+// the node since its drain. It returns the step to go back to (or the
+// current one with an error), "" when the update may go on.
+func (m *Machine) readyToApply(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
+	if back := m.disruptionStillOurs(node, want); back != "" {
+		return back, nil
+	}
+	if len(drain.PreReboot.Hooks(node)) > 0 {
+		return v1alpha1.StepHooksPreReboot, nil // a hook came back since it was checked
+	}
+	return m.stillDrained(ctx, want)
 }
 
 // markBoot records the current boot ID and moves to next. From then on a

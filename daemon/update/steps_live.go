@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	v1alpha1 "github.com/nodeward/nodeward/api/v1alpha1"
-	"github.com/nodeward/nodeward/drain"
 )
 
 // applyLive is Finalizing for an update whose Disruption asks for no
@@ -19,13 +18,7 @@ import (
 // is retried and reported, and a boot in the middle of it changes nothing
 // of what it does.
 func (m *Machine) applyLive(ctx context.Context, node *corev1.Node, want Desired) (v1alpha1.Step, error) {
-	if back := m.disruptionStillOurs(node, want); back != "" {
-		return back, nil
-	}
-	if len(drain.PreReboot.Hooks(node)) > 0 {
-		return v1alpha1.StepHooksPreReboot, nil // a hook came back since it was checked
-	}
-	if back, err := m.stillDrained(ctx, want); back != "" || err != nil {
+	if back, err := m.readyToApply(ctx, node, want); back != "" || err != nil {
 		return back, err
 	}
 	live, ok := m.cfg.OS.(LiveUpdater)

@@ -71,8 +71,12 @@ func (c *Controller) sweepMachineHooks(ctx context.Context, now time.Time) {
 		return
 	}
 	c.hooksSwept = now
+	hooked := c.machines.hooked()
+	if len(hooked) == 0 {
+		return // no Machine API served, or no update holds a hook
+	}
 	pending := c.expectations.nodes()
-	for _, r := range c.machines.hooked() {
+	for _, r := range hooked {
 		if r.node != "" && (pending[r.node] || c.updating(r.node)) {
 			continue
 		}

@@ -113,8 +113,12 @@ type Controller struct {
 	// machines are the Machines beneath the nodes, where a Machine API is
 	// served (machines.go).
 	machines *machineIndex
-	// hooksSwept is when the Machines' pre-drain hooks were last swept.
-	hooksSwept time.Time
+	// healthChecks are the MachineHealthChecks above them, where served
+	// (healthchecks.go).
+	healthChecks *healthCheckIndex
+	// machinesSwept is when the Machines' pre-drain hooks and remediation
+	// holds were last swept.
+	machinesSwept time.Time
 }
 
 // New builds a controller; Run starts it.
@@ -125,19 +129,20 @@ func New(opts Config) *Controller {
 	stall := &kube.StallWarner{Log: opts.Log, Server: opts.Client.Host(), What: "coordinator caches",
 		Interval: opts.SyncWarningInterval}
 	c := &Controller{
-		opts:       opts,
-		stall:      stall,
-		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
-		nodes:      nodeInformer(opts, stall),
-		leases:     leaseInformer(opts, stall),
-		pools:      poolInformer(opts, stall),
-		index:      newNodeIndex(),
-		departures: newDepartures(),
-		backoff:    newWriteBackoff(),
-		guardrails: newGuardrailMemory(),
-		statusPace: newStatusPace(),
-		views:      newViewCache(),
-		machines:   newMachineIndex(),
+		opts:         opts,
+		stall:        stall,
+		queue:        workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		nodes:        nodeInformer(opts, stall),
+		leases:       leaseInformer(opts, stall),
+		pools:        poolInformer(opts, stall),
+		index:        newNodeIndex(),
+		departures:   newDepartures(),
+		backoff:      newWriteBackoff(),
+		guardrails:   newGuardrailMemory(),
+		statusPace:   newStatusPace(),
+		views:        newViewCache(),
+		machines:     newMachineIndex(),
+		healthChecks: newHealthCheckIndex(),
 	}
 	c.expectations = newExpectations(opts.Client, opts.Log, c.index.node, func(node string, exp expectation) {
 		c.departures.expected(node, exp, c.opts.Now())
@@ -190,7 +195,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	go c.nodes.RunWithContext(ctx)
 	go c.leases.RunWithContext(ctx)
 	go c.pools.RunWithContext(ctx)
-	machines := &machineWatch{c: c, index: c.machines}
+	machines := &machineWatch{c: c, index: c.machines, healthChecks: c.healthChecks}
 	if err := machines.start(ctx); err != nil {
 		return err
 	}
@@ -243,7 +248,7 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	rctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
 	defer cancel()
 	err := c.reconcile(rctx, key)
-	c.sweepMachineHooks(rctx, c.opts.Now())
+	c.sweepMachines(rctx, c.opts.Now())
 	if err != nil {
 		level := slog.LevelError
 		if onlyStale(err) {

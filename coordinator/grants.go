@@ -48,6 +48,10 @@ func (c *Controller) grant(ctx context.Context, pool *v1alpha1.UpdatePool, plan 
 	if err := c.holdMachineHook(ctx, v.name); err != nil {
 		return fmt.Errorf("grant %s: %w", grant, err)
 	}
+	// No health check takes the reboot for a failure.
+	if err := c.holdRemediation(ctx, v.name); err != nil {
+		return fmt.Errorf("grant %s: %w", grant, err)
+	}
 	c.expectations.expect(v.name, expectation{grant: grant, rv: v.rv, departs: grantDeparture(pool, v, grant)}, now)
 	if err := patchNode(ctx, c.opts.Client, v.name, v.rv, set); err != nil {
 		c.expectations.settle(ctx, v.name, err, now)

@@ -7,7 +7,6 @@ package coordinator
 import (
 	"context"
 	"fmt"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -58,19 +57,12 @@ func (c *Controller) machineResource(r machineRecord) dynamic.ResourceInterface 
 	return c.opts.Dynamic.Resource(c.machines.servedAs(r.api)).Namespace(r.namespace)
 }
 
-// hookSweepEvery spaces the sweeps of hooks whose update ended.
-const hookSweepEvery = 2 * time.Second
-
 // sweepMachineHooks drops nodeward's hook from every Machine whose node
 // holds no grant and no slot any more: the update ended however it ended
 // (Done, released by its agent or by a pool, Yielded, the node gone), and
 // after a crash or a leader change as well. It runs in the worker, between
-// passes, so never between a hook written and its grant.
-func (c *Controller) sweepMachineHooks(ctx context.Context, now time.Time) {
-	if now.Sub(c.hooksSwept) < hookSweepEvery {
-		return
-	}
-	c.hooksSwept = now
+// passes, so never between a hook written and its grant (sweepMachines).
+func (c *Controller) sweepMachineHooks(ctx context.Context) {
 	hooked := c.machines.hooked()
 	if len(hooked) == 0 {
 		return // no Machine API served, or no update holds a hook

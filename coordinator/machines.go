@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -30,6 +31,13 @@ type machineAPI struct {
 	// hook is how this API lets nodeward hold a Machine's drain while it
 	// updates the node (machinehooks.go).
 	hook hookStyle
+	// healthChecks are the versions of its MachineHealthChecks, tried in
+	// order like versions; none where remediationHold needs none.
+	healthChecks []schema.GroupVersionResource
+	// remediationHold is how this API lets nodeward keep a health check
+	// from remediating a Machine whose node reboots for its update
+	// (remediationhold.go).
+	remediationHold remediationHoldStyle
 }
 
 // machineAPIs are OpenShift's Machine API and Cluster API.
@@ -43,8 +51,10 @@ var machineAPIs = []machineAPI{
 		},
 		// The MachineHealthCheck remediates by deleting the Machine:
 		// the deletion says it.
-		remediation: func(*unstructured.Unstructured) string { return "" },
-		hook:        lifecycleHook{},
+		remediation:     func(*unstructured.Unstructured) string { return "" },
+		hook:            lifecycleHook{},
+		healthChecks:    []schema.GroupVersionResource{{Group: "machine.openshift.io", Version: "v1beta1", Resource: "machinehealthchecks"}},
+		remediationHold: pausedHealthChecks{},
 	},
 	{
 		name: "cluster.x-k8s.io",
@@ -56,8 +66,9 @@ var machineAPIs = []machineAPI{
 			_, ok := l["cluster.x-k8s.io/control-plane"]
 			return ok
 		},
-		remediation: capiRemediation,
-		hook:        annotationHook{},
+		remediation:     capiRemediation,
+		hook:            annotationHook{},
+		remediationHold: skippedRemediation{},
 	},
 }
 
@@ -87,6 +98,11 @@ type machineRecord struct {
 	deleting        bool
 	// hooked: nodeward's pre-drain hook is on the Machine.
 	hooked bool
+	// labels are the Machine's, as labels.Set's String (a health check's
+	// selector picks Machines by them); a string keeps records comparable.
+	labels string
+	// skipped: nodeward's SkipRemediationAnnotation is on the Machine.
+	skipped bool
 	// problem says why the Machine takes its node out of service, ""
 	// when it does not.
 	problem string
@@ -96,7 +112,8 @@ type machineRecord struct {
 func recordOf(api machineAPI, m *unstructured.Unstructured) machineRecord {
 	r := machineRecord{key: api.name + "/" + m.GetNamespace() + "/" + m.GetName(), api: api.name,
 		namespace: m.GetNamespace(), name: m.GetName(), controlPlane: api.controlPlane(m.GetLabels()),
-		deleting: m.GetDeletionTimestamp() != nil, hooked: api.hook.held(m)}
+		deleting: m.GetDeletionTimestamp() != nil, hooked: api.hook.held(m),
+		labels: labels.Set(m.GetLabels()).String(), skipped: m.GetAnnotations()[SkipRemediationAnnotation] == RemediationHoldValue}
 	r.node, _, _ = unstructured.NestedString(m.Object, "status", "nodeRef", "name")
 	phase, _, _ := unstructured.NestedString(m.Object, "status", "phase")
 	name := "machine " + m.GetNamespace() + "/" + m.GetName()
@@ -130,26 +147,35 @@ type machineIndex struct {
 	// controlPlane is the first control-plane Machine (by key) going away,
 	// failed or without a node yet: no control-plane grant meanwhile.
 	controlPlane string
-	// served is the version read of each served API, by its name.
-	served map[string]schema.GroupVersionResource
+	servedVersions
 }
 
 func newMachineIndex() *machineIndex {
-	return &machineIndex{records: map[string]machineRecord{}, served: map[string]schema.GroupVersionResource{}}
+	return &machineIndex{records: map[string]machineRecord{}, servedVersions: newServedVersions()}
+}
+
+// servedVersions is the version read of each served API, by its name.
+type servedVersions struct {
+	lock   *sync.RWMutex
+	served map[string]schema.GroupVersionResource
+}
+
+func newServedVersions() servedVersions {
+	return servedVersions{lock: &sync.RWMutex{}, served: map[string]schema.GroupVersionResource{}}
 }
 
 // serve records that api is read as gvr.
-func (x *machineIndex) serve(api string, gvr schema.GroupVersionResource) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.served[api] = gvr
+func (s servedVersions) serve(api string, gvr schema.GroupVersionResource) {
+	s.lock.Lock()
+	defer s.lock.Unlock()
+	s.served[api] = gvr
 }
 
 // servedAs is the version api is read as.
-func (x *machineIndex) servedAs(api string) schema.GroupVersionResource {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	return x.served[api]
+func (s servedVersions) servedAs(api string) schema.GroupVersionResource {
+	s.lock.RLock()
+	defer s.lock.RUnlock()
+	return s.served[api]
 }
 
 // set records a Machine; it reports whether what a plan reads changed.
@@ -245,11 +271,16 @@ func (x *machineIndex) machineOf(node string) (machineRecord, bool) {
 
 // hooked lists the Machines that carry nodeward's pre-drain hook.
 func (x *machineIndex) hooked() []machineRecord {
+	return x.where(func(r machineRecord) bool { return r.hooked })
+}
+
+// where lists the Machines for which keep is true.
+func (x *machineIndex) where(keep func(machineRecord) bool) []machineRecord {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	var out []machineRecord
 	for _, r := range x.records {
-		if r.hooked {
+		if keep(r) {
 			out = append(out, r)
 		}
 	}

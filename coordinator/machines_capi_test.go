@@ -47,8 +47,9 @@ func createCAPIMachine(ctx context.Context, t *testing.T, dyn dynamic.Interface,
 }
 
 // TestClusterAPIMachines: with Cluster API's Machine CRD served (v1beta2),
-// an update holds the Machine's pre-drain hook annotation until it ends,
-// and a node whose Machine is being deleted counts as unavailable.
+// an update holds the Machine's pre-drain hook annotation and keeps its
+// health check from remediating it (skip-remediation) until it ends, and a
+// node whose Machine is being deleted counts as unavailable.
 func TestClusterAPIMachines(t *testing.T) {
 	const prefix = "capi"
 	r := newRig(t, prefix, 2, 1)
@@ -88,8 +89,18 @@ func TestClusterAPIMachines(t *testing.T) {
 	if !hooked(r.ctx) {
 		t.Fatalf("granted %s without the pre-drain hook annotation on its Machine", g.node)
 	}
+	skipped := func(ctx context.Context) bool {
+		m, err := api.Get(ctx, prefix+"-m0", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.GetAnnotations()[coordinator.SkipRemediationAnnotation] == coordinator.RemediationHoldValue
+	}
+	if !skipped(r.ctx) {
+		t.Fatalf("granted %s without its Machine marked to skip remediation", g.node)
+	}
 	r.agents.mustReport(r.ctx, t, g, v1alpha1.StepDone)
-	cluster.WaitFor(t, 30*time.Second, "the hook annotation dropped once the update ended", func(ctx context.Context) (bool, error) {
-		return !hooked(ctx), nil
+	cluster.WaitFor(t, 30*time.Second, "the hook and the skip-remediation annotations dropped once the update ended", func(ctx context.Context) (bool, error) {
+		return !hooked(ctx) && !skipped(ctx), nil
 	})
 }

@@ -22,17 +22,19 @@ import (
 // served or not, the caches do not count as synced, and no pass plans
 // without the Machines it should have read.
 type machineWatch struct {
-	c     *Controller
-	index *machineIndex
+	c            *Controller
+	index        *machineIndex
+	healthChecks *healthCheckIndex
 	// synced are the started informers' HasSynced.
 	synced []cache.InformerSynced
 }
 
 // start finds the served APIs (retrying other errors until ctx ends) and
-// starts an informer on each; the caller waits for synced.
+// starts an informer on the Machines of each, and on its health checks
+// where it has them; the caller waits for synced.
 func (w *machineWatch) start(ctx context.Context) error {
 	for _, api := range machineAPIs {
-		gvr, served, err := w.find(ctx, api)
+		gvr, served, err := w.find(ctx, api.versions)
 		if err != nil {
 			return err
 		}
@@ -40,18 +42,29 @@ func (w *machineWatch) start(ctx context.Context) error {
 			continue
 		}
 		w.index.serve(api.name, gvr)
-		informer := w.informer(gvr)
-		reg, _ := informer.AddEventHandler(w.handler(api))
-		w.synced = append(w.synced, informer.HasSynced, reg.HasSynced)
-		go informer.RunWithContext(ctx)
+		w.run(ctx, gvr, w.handler(api))
 		w.c.opts.Log.Info("reading Machines", "api", gvr.GroupVersion().String())
+		if gvr, served, err = w.find(ctx, api.healthChecks); err != nil {
+			return err
+		} else if served {
+			w.healthChecks.serve(api.name, gvr)
+			w.run(ctx, gvr, w.healthCheckHandler(api))
+		}
 	}
 	return nil
 }
 
-// find returns the first of api's versions that is served.
-func (w *machineWatch) find(ctx context.Context, api machineAPI) (schema.GroupVersionResource, bool, error) {
-	for _, gvr := range api.versions {
+// run starts an informer on gvr with handler; synced waits for both.
+func (w *machineWatch) run(ctx context.Context, gvr schema.GroupVersionResource, handler cache.ResourceEventHandler) {
+	informer := w.informer(gvr)
+	reg, _ := informer.AddEventHandler(handler)
+	w.synced = append(w.synced, informer.HasSynced, reg.HasSynced)
+	go informer.RunWithContext(ctx)
+}
+
+// find returns the first of versions that is served.
+func (w *machineWatch) find(ctx context.Context, versions []schema.GroupVersionResource) (schema.GroupVersionResource, bool, error) {
+	for _, gvr := range versions {
 		for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
 			_, err := w.c.opts.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
 			if err == nil {
@@ -60,10 +73,10 @@ func (w *machineWatch) find(ctx context.Context, api machineAPI) (schema.GroupVe
 			if apierrors.IsNotFound(err) {
 				break
 			}
-			w.c.opts.Log.Warn("cannot tell whether Machines are served; asking again", "api", gvr.GroupVersion().String(), "err", err)
+			w.c.opts.Log.Warn("cannot tell whether a Machine API resource is served; asking again", "resource", gvr.String(), "err", err)
 			select {
 			case <-ctx.Done():
-				return gvr, false, fmt.Errorf("find the Machine API %s: %w", gvr.GroupVersion(), ctx.Err())
+				return gvr, false, fmt.Errorf("find the Machine API resource %s: %w", gvr, ctx.Err())
 			case <-time.After(delay):
 			}
 		}
@@ -94,5 +107,12 @@ func (w *machineWatch) handler(api machineAPI) cache.ResourceEventHandler {
 	}
 	return indexHandler(func(m *unstructured.Unstructured) { changed(w.index.set(recordOf(api, m))) },
 		func(m *unstructured.Unstructured) { changed(w.index.remove(recordOf(api, m).key)) },
+		func(_, _ *unstructured.Unstructured) {})
+}
+
+// healthCheckHandler keeps the health check index. Plans do not read it.
+func (w *machineWatch) healthCheckHandler(api machineAPI) cache.ResourceEventHandler {
+	return indexHandler(func(m *unstructured.Unstructured) { w.healthChecks.set(healthCheckOf(api.name, m)) },
+		func(m *unstructured.Unstructured) { w.healthChecks.remove(healthCheckOf(api.name, m).key) },
 		func(_, _ *unstructured.Unstructured) {})
 }

@@ -180,6 +180,13 @@ func TestMachineDeletedWhileStagedHoldsThePool(t *testing.T) {
 // each node until the test ends.
 func runAgents(t *testing.T, cp *cluster.ControlPlane, nodes []string) {
 	t.Helper()
+	runAgentsWith(t, cp, nodes, func(*sim.SimNode) {})
+}
+
+// runAgentsWith is runAgents with each simulated node adjusted by tune
+// before its agent starts.
+func runAgentsWith(t *testing.T, cp *cluster.ControlPlane, nodes []string, tune func(*sim.SimNode)) {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	runCtx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -194,6 +201,7 @@ func runAgents(t *testing.T, cp *cluster.ControlPlane, nodes []string) {
 	for _, node := range nodes {
 		n := &sim.SimNode{Name: node, Host: sim.NewSimHost("os-1"), StateDir: t.TempDir(), RestConfig: cp.Config(), Log: log,
 			RebootDelay: 3 * time.Second}
+		tune(n)
 		agents = append(agents, n)
 		wg.Go(func() { n.RunReboots(runCtx) })
 		if err := n.Start(); err != nil {

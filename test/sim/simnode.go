@@ -30,6 +30,11 @@ type SimNode struct {
 	Check update.ServiceCheck
 	// RebootDelay is how long the machine stays down.
 	RebootDelay time.Duration
+	// PowerOff and PowerOn, when set, play the machine going down and
+	// coming back to the cluster (cluster.PowerOff, PowerOn): called after
+	// the agent stopped and before the host boots. An error is recorded in
+	// Status and logged; the reboot goes on.
+	PowerOff, PowerOn func(ctx context.Context) error
 	// Tune adjusts the agent's configuration before it starts (optional).
 	Tune func(*daemon.Config)
 	// TuneUpdate adjusts the update machine's settings after SimNode's
@@ -130,11 +135,13 @@ func (n *SimNode) RunReboots(ctx context.Context) {
 			continue
 		}
 		n.Kill()
+		n.power(ctx, "power off", n.PowerOff)
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(n.RebootDelay):
 		}
+		n.power(ctx, "power on", n.PowerOn)
 		n.machine().Boot()
 		if err := n.Start(); err != nil {
 			n.mu.Lock()
@@ -143,6 +150,21 @@ func (n *SimNode) RunReboots(ctx context.Context) {
 			if n.Log != nil {
 				n.Log.Error("restart agent after boot", "node", n.Name, "err", err)
 			}
+		}
+	}
+}
+
+// power runs a PowerOff or PowerOn step, when set.
+func (n *SimNode) power(ctx context.Context, what string, step func(context.Context) error) {
+	if step == nil {
+		return
+	}
+	if err := step(ctx); err != nil {
+		n.mu.Lock()
+		n.err = fmt.Errorf("%s: %w", what, err)
+		n.mu.Unlock()
+		if n.Log != nil {
+			n.Log.Error(what, "node", n.Name, "err", err)
 		}
 	}
 }

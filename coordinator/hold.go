@@ -59,7 +59,7 @@ func (p *poolPlan) decideGrants(in planInput, c candidacy, busyZones map[string]
 	if busy != "" {
 		controlPlane = 0
 	}
-	p.grant = pickGrants(c.nodes, busyZones, p.limit-len(p.unavailable), controlPlane)
+	p.grant = pickGrants(c.nodes, busyZones, p.limit-len(p.unavailable), controlPlane, p.queue)
 	if len(p.grant) == 0 {
 		p.hold = hold{reason: c.reason(p, in.gates)}
 		if controlPlane == 0 {

@@ -72,6 +72,9 @@ type poolPlan struct {
 	// without their soak too, and why.
 	downAfterSoak map[string]string
 	canary        canaryPhase
+	// queue is the pool's grant queue (spec.order): the order in which
+	// targets are handed out and grants given, canaries first.
+	queue queueOrder
 	// releaseAtDone: a node granted in this plan keeps no slot after Done
 	// (no soak, no canary), so its agent releases the grant itself.
 	releaseAtDone bool
@@ -97,7 +100,7 @@ func planPool(in planInput) (*poolPlan, error) {
 	soaks := p.releaseOrSoak(in, b.soak)
 	counted := p.count(in, soaks)
 	cands := p.candidates(in, counted.down)
-	p.setTarget = targetsToSet(b.managed, counted.frozen, p.target, in.pool.Spec.MaxStaging)
+	p.setTarget = targetsToSet(b.managed, counted.frozen, p.target, in.pool.Spec.MaxStaging, p.queue)
 	if p.halted, err = haltOf(in.pool, p.degraded, p.machines, p.canary.active); err != nil {
 		return nil, err
 	}
@@ -149,6 +152,9 @@ func newPlan(in planInput) (*poolPlan, budget, error) {
 	p.machines = len(b.managed)
 	var err error
 	if b.fullLimit, err = MaxUnavailable(spec, p.machines); err != nil {
+		return nil, b, err
+	}
+	if p.queue, err = queueOf(spec.Order); err != nil {
 		return nil, b, err
 	}
 	if p.canary, err = canaryOf(spec, b.managed, p.target); err != nil {

@@ -41,6 +41,14 @@ type UpdatePoolSpec struct {
 	// means every node at once. Staging needs no slot: a node stages
 	// while it is still in service.
 	MaxStaging *int32 `json:"maxStaging,omitempty"`
+	// Order is the order in which nodes are staged and granted by age
+	// (their creationTimestamp): OldestFirst (the default) or NewestFirst.
+	// NewestFirst suits a cluster whose autoscaler removes the oldest
+	// nodes first, so that the nodes it removes are those not updated yet
+	// rather than those just updated. Either way nodes that yielded their
+	// slot go after those that never did, and names break ties. With
+	// canary.nodes, the canaries are the first nodes in this order.
+	Order UpdateOrder `json:"order,omitempty"`
 	// Paused stops new grants; updates in flight finish.
 	Paused bool `json:"paused,omitempty"`
 	// FailureBudget halts the pool once this many of its nodes failed on
@@ -79,6 +87,17 @@ type UpdatePoolSpec struct {
 	// starts; their owners remove them.
 	LifecycleHooks *LifecycleHooks `json:"lifecycleHooks,omitempty"`
 }
+
+// UpdateOrder is the order in which a pool updates its nodes by age.
+type UpdateOrder string
+
+// The orders of spec.order.
+const (
+	// OldestFirst updates the oldest node first (the default).
+	OldestFirst UpdateOrder = "OldestFirst"
+	// NewestFirst updates the newest node first.
+	NewestFirst UpdateOrder = "NewestFirst"
+)
 
 // MaintenanceWindow is a recurring period in which grants may start.
 type MaintenanceWindow struct {

@@ -64,9 +64,9 @@ func (h healthCheckRecord) judges(r machineRecord) bool {
 }
 
 // healthCheckIndex keeps the MachineHealthChecks of every served Machine
-// API that has them, from their informers' events. Plans never read it:
-// only the grant (which pauses the ones judging the node's Machine) and
-// the sweep (which resumes the ones nodeward paused).
+// API that has them, from their informers' events, for the sweep that
+// resumes the ones nodeward paused. Plans never read it, and a grant lists
+// the health checks afresh.
 type healthCheckIndex struct {
 	mu      sync.RWMutex
 	records map[string]healthCheckRecord
@@ -87,19 +87,6 @@ func (x *healthCheckIndex) remove(key string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	delete(x.records, key)
-}
-
-// judging lists the health checks that judge Machine r.
-func (x *healthCheckIndex) judging(r machineRecord) []healthCheckRecord {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	var out []healthCheckRecord
-	for _, h := range x.records {
-		if h.judges(r) {
-			out = append(out, h)
-		}
-	}
-	return out
 }
 
 // pausedByNodeward lists the health checks nodeward paused.

@@ -106,17 +106,22 @@ func (skippedRemediation) sweep(ctx context.Context, c *Controller, busy func(st
 type pausedHealthChecks struct{}
 
 func (pausedHealthChecks) hold(ctx context.Context, c *Controller, r machineRecord) error {
-	for _, h := range c.healthChecks.judging(r) {
-		if h.paused {
-			continue // ours already, or someone else's
-		}
-		api := c.opts.Dynamic.Resource(c.healthChecks.servedAs(h.api)).Namespace(h.namespace)
-		m, err := api.Get(ctx, h.name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("read health check %s/%s: %w", h.namespace, h.name, err)
-		}
-		if _, paused := m.GetAnnotations()[PausedAnnotation]; paused {
-			continue
+	gvr := c.healthChecks.servedAs(r.api)
+	if gvr.Resource == "" {
+		return nil // no health checks served
+	}
+	// Listed, not read from the informer: a health check created a moment
+	// ago judges this reboot too.
+	api := c.opts.Dynamic.Resource(gvr).Namespace(r.namespace)
+	list, err := api.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list health checks: %w", err)
+	}
+	for i := range list.Items {
+		m := &list.Items[i]
+		h := healthCheckOf(r.api, m)
+		if !h.judges(r) || h.paused {
+			continue // not judging it, or paused already (by nodeward or anyone)
 		}
 		if err := annotate(ctx, api, m, PausedAnnotation, RemediationHoldValue); err != nil {
 			return fmt.Errorf("pause health check %s/%s: %w", h.namespace, h.name, err)

@@ -99,3 +99,29 @@ func TestMachineIndex(t *testing.T) {
 		t.Errorf("control plane with the replacement running: %q", p)
 	}
 }
+
+// OpenShift's etcd operator keeps its pre-drain hook (EtcdQuorumOperator,
+// owner clusteroperator/etcd) on every control-plane Machine not being
+// deleted, and drops it from a deleting one once its etcd member is gone
+// (cluster-etcd-operator, machinedeletionhooks). The hook alone therefore
+// says nothing: counting it would hold every control-plane update forever.
+// A Machine it holds is being deleted, and that holds the control plane
+// until the Machine is gone.
+func TestEtcdQuorumHookAloneHoldsNoControlPlaneGrant(t *testing.T) {
+	etcd := []any{map[string]any{"name": "EtcdQuorumOperator", "owner": "clusteroperator/etcd"}}
+	x := newMachineIndex()
+	for _, name := range []string{"m0", "m1", "m2"} {
+		m := machine(name, "c-"+name, "Running", master, false)
+		_ = unstructured.SetNestedSlice(m.Object, etcd, "spec", "lifecycleHooks", "preDrain")
+		x.set(recordOf(openshiftMachines, m))
+	}
+	if p := x.view().controlPlane; p != "" {
+		t.Errorf("control-plane Machines carrying only the etcd hook hold the control plane: %q", p)
+	}
+	deleting := machine("m0", "c-m0", "Deleting", master, true)
+	_ = unstructured.SetNestedSlice(deleting.Object, etcd, "spec", "lifecycleHooks", "preDrain")
+	x.set(recordOf(openshiftMachines, deleting))
+	if p := x.view().controlPlane; !strings.Contains(p, "m0 is being deleted") {
+		t.Errorf("a deleting control-plane Machine held by the etcd hook: %q", p)
+	}
+}

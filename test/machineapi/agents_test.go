@@ -1,0 +1,141 @@
+package machineapi_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/coordinator"
+	"github.com/nodeward/nodeward/daemon/update"
+	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/machineapi"
+	"github.com/nodeward/nodeward/test/sim"
+)
+
+// The helpers of the tests that kill and restart agents, or add nodes
+// mid-test: runAgents keeps its agents to itself.
+
+// startAgent runs an agent (the real update machine on a simulated host)
+// on node until the test ends, and returns it so the test can kill and
+// restart it. healthy, when not nil, holds the update in WaitingHealthy
+// after the reboot until it is true: a known point mid-update, with the
+// grant held and no reboot under way.
+func startAgent(t *testing.T, cp *cluster.ControlPlane, node string, healthy *atomic.Bool) *sim.SimNode {
+	t.Helper()
+	n := &sim.SimNode{Name: node, Host: sim.NewSimHost("os-1"), StateDir: t.TempDir(), RestConfig: cp.Config(),
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), RebootDelay: 3 * time.Second}
+	if healthy != nil {
+		n.Check = func(ctx context.Context, node *corev1.Node) (bool, string, error) {
+			if !healthy.Load() {
+				return false, "held by the test", nil
+			}
+			return update.Serving(ctx, node)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		n.Kill()
+	})
+	wg.Go(func() { n.RunReboots(ctx) })
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// watchDownIn is watchDown over the nodes of group (watchDown watches
+// group "coord" only): the most of them seen down at once, and the most
+// holding a grant at once.
+func watchDownIn(t *testing.T, cp *cluster.ControlPlane, group string) (down, granted func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := cp.Client().CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: cluster.GroupLabel + "=" + group})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	isDown, hasGrant := map[string]bool{}, map[string]bool{}
+	peakDown, peakGranted := 0, 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				continue
+			}
+			mu.Lock()
+			isDown[n.Name] = n.Spec.Unschedulable || v1alpha1.NotServing(n) != ""
+			hasGrant[n.Name] = n.Annotations[v1alpha1.AnnotationGrant] != ""
+			if ev.Type == "DELETED" {
+				// A deleted node is gone from the pool, not down in it.
+				delete(isDown, n.Name)
+				delete(hasGrant, n.Name)
+			}
+			peakDown, peakGranted = max(peakDown, countTrue(isDown)), max(peakGranted, countTrue(hasGrant))
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { cancel(); w.Stop(); <-done })
+	peak := func(p *int) func() int {
+		return func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			return *p
+		}
+	}
+	return peak(&peakDown), peak(&peakGranted)
+}
+
+func countTrue(m map[string]bool) int {
+	n := 0
+	for _, v := range m {
+		if v {
+			n++
+		}
+	}
+	return n
+}
+
+// nodeDone reports whether node finished its update to os-2.
+func nodeDone(ctx context.Context, cp *cluster.ControlPlane, node string) (bool, error) {
+	n, err := cp.Client().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	state, target := n.Annotations[v1alpha1.AnnotationState], n.Annotations[v1alpha1.AnnotationStateTarget]
+	return state == string(v1alpha1.StepDone) && target == "os-2", fmt.Errorf("state %s for %s", state, target)
+}
+
+// hookNames are the names of a Machine's pre-drain hooks.
+func hookNames(m *machineapi.Machine) []string {
+	var names []string
+	for _, h := range m.PreDrainHooks {
+		names = append(names, h.Name)
+	}
+	return names
+}
+
+// nodewardHooked reports whether nodeward's pre-drain hook is on Machine
+// name.
+func nodewardHooked(ctx context.Context, mapi *machineapi.Controllers, name string) (bool, error) {
+	m, err := mapi.Machine(ctx, name)
+	if err != nil {
+		return false, err
+	}
+	return slices.Contains(hookNames(m), coordinator.MachineHookName), nil
+}

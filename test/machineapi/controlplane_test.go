@@ -1,0 +1,264 @@
+package machineapi_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/coordinatortest"
+	"github.com/nodeward/nodeward/test/machineapi"
+)
+
+// etcdHook is the etcd quorum hook as OpenShift's etcd operator keeps it
+// on every control-plane Machine not being deleted, and drops from a
+// deleting one once its etcd member is gone.
+var etcdHook = machineapi.Hook{Name: "EtcdQuorumOperator", Owner: "clusteroperator/etcd"}
+
+// TestControlPlaneReplacementHoldsControlPlaneGrants replaces a
+// control-plane Machine the way the control-plane machine set does, under
+// the real machine controllers: a replacement is created (its instance
+// takes a while to boot), then the old Machine is deleted, its drain held
+// by the etcd quorum hook until the replacement's node is Ready (the test
+// plays the etcd operator). The coordinator grants no control-plane node
+// while the replacement provisions, the old Machine is being deleted or
+// the etcd hook holds it; once the old Machine is gone the pool updates
+// its control-plane nodes, the replacement's too, one at a time, the etcd
+// hook kept on the others throughout (it is on every control-plane Machine
+// in OpenShift: it holds no grant by itself).
+func TestControlPlaneReplacementHoldsControlPlaneGrants(t *testing.T) {
+	const prefix = "cpr"
+	began := time.Now()
+	cp, mapi, nodes := controlPlaneMachines(t, prefix)
+	ctx := context.Background()
+	down, granted := watchDownIn(t, cp, prefix)
+	grants := watchControlPlaneGrants(t, cp, mapi, prefix)
+	createPool(t, cp, prefix)
+	old, oldNode, replacement := prefix+"-m0", nodes[0], prefix+"-m3"
+	if err := cluster.CreateAgentLeases(ctx, cp.Client(), []string{replacement}); err != nil {
+		t.Fatal(err)
+	}
+	mapi.CreateMachine(ctx, machineapi.MachineSpec{Name: replacement, Role: "master", CreateDelay: 25 * time.Second,
+		Labels: map[string]string{cluster.GroupLabel: prefix}, PreDrainHooks: []machineapi.Hook{etcdHook}})
+	coordinatortest.Start(t, cp, coordinatortest.Options{Pools: prefix, Resync: time.Second})
+
+	// The replacement provisions: the pool waits, naming it.
+	waitPoolHeld(t, cp, prefix, replacement, "provisioning")
+	mapi.DeleteMachine(ctx, old)
+	waitDrainHeldBy(t, mapi, old, etcdHook.Name)
+	// Its instance booted, the replacement's node joins and its agent
+	// starts; the old Machine is still held by the etcd hook.
+	cluster.WaitFor(t, 2*time.Minute, "the replacement's node Ready", func(ctx context.Context) (bool, error) {
+		n, err := cp.Client().CoreV1().Nodes().Get(ctx, replacement, metav1.GetOptions{})
+		return err == nil && cluster.NodeReady(n), err
+	})
+	waitLinked(t, cp, mapi, replacement, replacement)
+	startAgent(t, cp, replacement, nil)
+	waitPoolHeld(t, cp, prefix, oldNode, "")
+	if m, err := mapi.Machine(ctx, old); err != nil || m.DeletionTimestamp == nil || !slices.Contains(hookNames(m), etcdHook.Name) {
+		t.Fatalf("old Machine %s: want deleting and held by %s, got %+v (%v)", old, etcdHook.Name, m, err)
+	}
+	// The etcd operator's part: the member moved, the hook goes.
+	mapi.SetLifecycleHooks(ctx, old, nil, nil)
+	waitGone(t, cp, mapi, old, oldNode, 2*time.Minute)
+	gone := time.Now()
+
+	updated := []string{nodes[1], nodes[2], replacement}
+	cluster.WaitFor(t, 4*time.Minute, "the control-plane nodes updated", func(ctx context.Context) (bool, error) {
+		for _, n := range updated {
+			if ok, err := nodeDone(ctx, cp, n); !ok {
+				return false, fmt.Errorf("%s: %w", n, err)
+			}
+		}
+		return true, nil
+	})
+	first := grants()
+	t.Logf("old Machine gone %s into the test; first control-plane grant %s after; all updated %s after",
+		gone.Sub(began).Round(10*time.Millisecond), first.Sub(gone).Round(10*time.Millisecond), time.Since(gone).Round(10*time.Millisecond))
+	if max := down(); max > 1 {
+		t.Errorf("%d control-plane nodes were down at once; one at a time", max)
+	}
+	if max := granted(); max > 1 {
+		t.Errorf("%d control-plane nodes held a grant at once; one at a time", max)
+	}
+	checkHooksAfter(t, mapi, []string{prefix + "-m1", prefix + "-m2", replacement})
+}
+
+// controlPlaneMachines makes three control-plane nodes of prefix, each
+// adopted by a master Machine (prefix-m0..m2) carrying the etcd hook, and
+// runs their agents.
+func controlPlaneMachines(t *testing.T, prefix string) (*cluster.ControlPlane, *machineapi.Controllers, []string) {
+	t.Helper()
+	cp := env.ControlPlane(t)
+	mapi := machineapi.Start(t, cp, machineapi.Options{})
+	ctx := context.Background()
+	if err := cp.InstallCRDs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nodes := cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 3, Role: "control-plane",
+		Labels: map[string]string{"node-role.kubernetes.io/master": ""}})
+	for i, node := range nodes {
+		name := fmt.Sprintf("%s-m%d", prefix, i)
+		mapi.CreateMachine(ctx, machineapi.MachineSpec{Name: name, Role: "master", NodeName: node,
+			PreDrainHooks: []machineapi.Hook{etcdHook}})
+		waitLinked(t, cp, mapi, name, node)
+	}
+	if err := cluster.CreateAgentLeases(ctx, cp.Client(), nodes); err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range nodes {
+		startAgent(t, cp, node, nil)
+	}
+	return cp, mapi, nodes
+}
+
+// watchControlPlaneGrants watches group's nodes and, at each new grant,
+// reads the control-plane Machines: one still provisioning or being
+// deleted then was so when the grant was written (neither goes back), a
+// grant the coordinator must not have written: each fails the test when it
+// ends. It returns when the first grant was seen.
+func watchControlPlaneGrants(t *testing.T, cp *cluster.ControlPlane, mapi *machineapi.Controllers, group string) func() time.Time {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := cp.Client().CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: cluster.GroupLabel + "=" + group})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var first time.Time
+	var violations []string
+	seen := map[string]string{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			grant := ""
+			if ok {
+				grant = n.Annotations[v1alpha1.AnnotationGrant]
+			}
+			if grant == "" || seen[n.Name] == grant {
+				continue
+			}
+			seen[n.Name] = grant
+			why := controlPlaneInTheWay(ctx, mapi)
+			mu.Lock()
+			if first.IsZero() {
+				first = time.Now()
+			}
+			if why != "" {
+				violations = append(violations, fmt.Sprintf("control-plane node %s granted (%s) while %s", n.Name, grant, why))
+			}
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		w.Stop()
+		<-done
+		for _, v := range violations {
+			t.Error(v)
+		}
+	})
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return first
+	}
+}
+
+// controlPlaneInTheWay says which control-plane Machine forbids a
+// control-plane grant now: one without a node yet, or being deleted (its
+// other owners' pre-drain hooks named), "" when none does.
+func controlPlaneInTheWay(ctx context.Context, mapi *machineapi.Controllers) string {
+	ms, err := mapi.Machines(ctx, machineapi.LabelMachineRole+"=master")
+	if err != nil {
+		return "the Machines could not be read: " + err.Error()
+	}
+	var why []string
+	for _, m := range ms {
+		switch {
+		case m.DeletionTimestamp != nil:
+			why = append(why, fmt.Sprintf("Machine %s is being deleted (phase %s, pre-drain hooks %v)", m.Name, m.Phase, hookNames(m)))
+		case m.NodeRef == "":
+			why = append(why, fmt.Sprintf("Machine %s is provisioning (phase %q)", m.Name, m.Phase))
+		}
+	}
+	return strings.Join(why, "; ")
+}
+
+// waitPoolHeld waits until pool's Updating condition names name (a
+// Machine or node) with why: the coordinator saw it and counts it.
+func waitPoolHeld(t *testing.T, cp *cluster.ControlPlane, pool, name, why string) {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(cp.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster.WaitFor(t, time.Minute, fmt.Sprintf("pool %s waiting on %s (%s)", pool, name, why), func(ctx context.Context) (bool, error) {
+		obj, err := dyn.Resource(v1alpha1.UpdatePoolResource()).Get(ctx, pool, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		msg := updatingMessage(obj)
+		return strings.Contains(msg, name) && strings.Contains(msg, why), fmt.Errorf("Updating: %q", msg)
+	})
+}
+
+func updatingMessage(obj *unstructured.Unstructured) string {
+	raw, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	var conds []metav1.Condition
+	for _, r := range raw {
+		m, _ := r.(map[string]any)
+		typ, _ := m["type"].(string)
+		msg, _ := m["message"].(string)
+		conds = append(conds, metav1.Condition{Type: typ, Message: msg})
+	}
+	if c := meta.FindStatusCondition(conds, v1alpha1.PoolUpdating); c != nil {
+		return c.Message
+	}
+	return ""
+}
+
+// waitDrainHeldBy waits until the deleting Machine name's drain is held
+// by the pre-drain hook hook (Drainable False naming it).
+func waitDrainHeldBy(t *testing.T, mapi *machineapi.Controllers, name, hook string) {
+	t.Helper()
+	cluster.WaitFor(t, time.Minute, "the drain of Machine "+name+" held by "+hook, func(ctx context.Context) (bool, error) {
+		m, err := mapi.Machine(ctx, name)
+		if err != nil {
+			return false, err
+		}
+		c := m.Condition("Drainable")
+		return m.Phase == "Deleting" && c != nil && c.Status == "False" && strings.Contains(c.Message, hook),
+			fmt.Errorf("phase %s, Drainable %+v", m.Phase, c)
+	})
+}
+
+// checkHooksAfter checks that the etcd hook is still on each Machine (no
+// one but its owner touches it) and nodeward's gone (every update ended).
+func checkHooksAfter(t *testing.T, mapi *machineapi.Controllers, machines []string) {
+	t.Helper()
+	for _, name := range machines {
+		waitUnhooked(t, mapi, name)
+		m, err := mapi.Machine(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(hookNames(m), etcdHook.Name) {
+			t.Errorf("Machine %s: pre-drain hooks %v, want %s kept", name, hookNames(m), etcdHook.Name)
+		}
+	}
+}

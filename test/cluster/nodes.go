@@ -164,7 +164,9 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func(ctx con
 	defer cancel()
 	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		ok, err := cond(ctx)
-		if err != nil {
+		// A call cut short by the deadline says only that: keep the error
+		// before it, which says what was still wrong.
+		if err != nil && (ctx.Err() == nil || last == nil) {
 			mu.Lock()
 			last = err
 			mu.Unlock()

@@ -82,9 +82,14 @@ func (c *Controller) sweepMachineHooks(ctx context.Context) {
 }
 
 // updating reports whether node is mid-update, from the index: it holds a
-// grant or its agent's step holds a slot. A Degraded node is not: its
-// update is stuck until someone acts, and its Machine's deletion or
-// remediation must be able to go on.
+// grant its agent has not finished, or its agent's step holds a slot. A
+// grant the agent finished (Done, Yielded) and the pool keeps, soaking,
+// is not: the update is over, and a deletion of the Machine meanwhile must
+// go on (protocol simulator, machines mode, seed 1000023: the soak of a
+// node whose Machine was being deleted never ended, for the node no longer
+// served; its hook held the deletion, and the pool stalled). Nor is a
+// Degraded node: its update is stuck until someone acts, and its
+// Machine's deletion or remediation must be able to go on.
 func (c *Controller) updating(node string) bool {
 	n := c.index.node(node)
 	if n == nil {
@@ -95,5 +100,7 @@ func (c *Controller) updating(node string) bool {
 	if state == v1alpha1.StepDegraded {
 		return false
 	}
-	return a[v1alpha1.AnnotationGrant] != "" || state.HoldsSlot()
+	grant := a[v1alpha1.AnnotationGrant]
+	finished := a[v1alpha1.AnnotationStateGrant] == grant && state.Finished()
+	return (grant != "" && !finished) || state.HoldsSlot()
 }

@@ -225,3 +225,36 @@ func TestMachineHookOutlivesNoCoordinator(t *testing.T) {
 		return !slices.Contains(machineHooks(ctx, t, r.dyn, name), "nodeward.io/Update"), nil
 	})
 }
+
+// TestSoakHoldsNoMachineHook: a node Done under its grant, soaking, holds
+// the grant and its slot but not its Machine's pre-drain hook: its update
+// is over, and a deletion of the Machine meanwhile goes on (a soak that
+// waits for the node to serve again would otherwise wait for ever on a
+// Machine the hook keeps from going; protocol simulator seed 1000023).
+func TestSoakHoldsNoMachineHook(t *testing.T) {
+	const prefix = "machine-soak"
+	r := newRig(t, prefix, 1, 1)
+	installMachineAPI(r.ctx, t, r.cp)
+	name := prefix + "-m0"
+	createMachine(r.ctx, t, r.dyn, name, "worker", r.nodes[0], "Running", false)
+	createPool(t, r.dyn, prefix, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector: groupSelector(prefix), OSImage: "os:ms1", MaxUnavailable: ptr.To(intstrPercent("100%")), Soak: "1h",
+	}})
+	runCoordinator(r.ctx, t, r.cp, r.dyn, prefix)
+	g := r.agents.next(t, 30*time.Second)
+	r.agents.mustReport(r.ctx, t, g, v1alpha1.StepRebooting)
+	holdsFor(t, 3*time.Second, "nodeward's hook while the node reboots", func() bool {
+		return slices.Contains(machineHooks(r.ctx, t, r.dyn, name), "nodeward.io/Update")
+	})
+	r.agents.mustReport(r.ctx, t, g, v1alpha1.StepDone)
+	cluster.WaitFor(t, 30*time.Second, "the hook dropped at Done, the grant kept for the soak", func(ctx context.Context) (bool, error) {
+		n, err := r.cp.Client().CoreV1().Nodes().Get(ctx, r.nodes[0], metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if n.Annotations[v1alpha1.AnnotationGrant] != g.grant {
+			t.Fatalf("grant %q released during a soak of 1h", n.Annotations[v1alpha1.AnnotationGrant])
+		}
+		return !slices.Contains(machineHooks(ctx, t, r.dyn, name), "nodeward.io/Update"), nil
+	})
+}

@@ -54,6 +54,9 @@ func BenchmarkRolloutMakespan(b *testing.B) {
 	}
 	mean := func(victim string) time.Duration { return total[victim] / time.Duration(max(runs[victim], 1)) }
 	for _, victim := range victims {
+		if runs[victim] == 0 || runs["none"] == 0 {
+			continue // not selected by -bench
+		}
 		b.Logf("deleted=%s: mean makespan %.2f s over %d runs, %.3f × deleted=none's",
 			victim, mean(victim).Seconds(), runs[victim], float64(mean(victim))/float64(mean("none")))
 	}
@@ -77,12 +80,17 @@ func rollout(b *testing.B, cp *cluster.ControlPlane, mapi *machineapi.Controller
 	began := time.Now()
 	benchPool(b, cp, set, false)
 	deleted := victim == "none"
-	var ended time.Time
+	var ended, settled time.Time
 	cluster.WaitFor(b, 5*time.Minute, "every node of "+set+" Done on os-2", func(ctx context.Context) (bool, error) {
 		now := time.Now()
 		st, err := rolloutState(ctx, b, cp, mapi, agents, set)
 		if err != nil {
 			return false, err
+		}
+		if victim != "none" && deleted && settled.IsZero() {
+			// The deleted Machine is gone, its replacement linked.
+			settled = now
+			b.Logf("%s: %.1f s in, the deleted Machine gone and its replacement running, %d nodes Done", set, now.Sub(began).Seconds(), st.done)
 		}
 		if m := map[string]string{"waiting": st.waiting, "updating": st.updating}[victim]; !deleted && st.done == 1 && m != "" {
 			mapi.DeleteMachine(ctx, m)

@@ -126,7 +126,7 @@ func watchDeletions(b *testing.B, mapi *machineapi.Controllers, set string) (wat
 		for ev := range pw.ResultChan() {
 			now := time.Now()
 			if p, ok := ev.Object.(*unstructured.Unstructured); ok {
-				for _, m := range deletingInStatus.FindAllStringSubmatch(updatingMessage(p), -1) {
+				for _, m := range deletingInStatus.FindAllStringSubmatch(poolUpdatingMessage(p), -1) {
 					pooled.mark(m[1], now)
 				}
 			}
@@ -142,9 +142,9 @@ func watchDeletions(b *testing.B, mapi *machineapi.Controllers, set string) (wat
 	}
 }
 
-// updatingMessage is the message of a pool's Updating condition, which
+// poolUpdatingMessage is the message of a pool's Updating condition, which
 // lists its unavailable nodes and why.
-func updatingMessage(p *unstructured.Unstructured) string {
+func poolUpdatingMessage(p *unstructured.Unstructured) string {
 	conds, _, _ := unstructured.NestedSlice(p.Object, "status", "conditions")
 	for _, c := range conds {
 		cond, _ := c.(map[string]any)
@@ -164,6 +164,6 @@ func waitPoolNames(b *testing.B, mapi *machineapi.Controllers, pool, want string
 		if err != nil {
 			return false, err
 		}
-		return strings.Contains(updatingMessage(p), want), nil
+		return strings.Contains(poolUpdatingMessage(p), want), nil
 	})
 }

@@ -86,10 +86,13 @@ func freshScenario() Scenario {
 	if *classic {
 		return DefaultScenario()
 	}
-	return FencedScenario()
+	return MachinesScenario()
 }
 
 func modeName(sc Scenario) string {
+	if sc.Machines {
+		return "machines"
+	}
 	if sc.Fenced {
 		return "fenced"
 	}
@@ -212,6 +215,8 @@ func summarize(t *testing.T, results []*Result, replay string, start time.Time) 
 func corpusLine(res *Result) string {
 	mode := ""
 	switch {
+	case res.Machines:
+		mode = " " + machinesMarker
 	case res.Fenced:
 		mode = " " + fencedMarker
 	case res.Extended:

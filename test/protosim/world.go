@@ -75,7 +75,10 @@ type World struct {
 	// registered Node's kubelet reports Ready a turn before the machine's
 	// agent reports on it (agentTurn), as a kubelet does before the
 	// DaemonSet's pod starts.
-	kubelet   *rand.Rand
+	kubelet *rand.Rand
+	// mach is the machines mode's model (machines.go; nil outside it),
+	// with the fifth stream.
+	mach      *machineWorld
 	termCount int32
 	termValue string
 	paused    *pausedLeader

@@ -1,6 +1,6 @@
 package protosim
 
-// The machines mode (Scenario.Machines, which fresh seeds play) puts
+// The machines mode (Scenario.Machines; -protosim.machines) puts
 // Machines beneath the nodes and a machine controller beside them, as the
 // Machine API runs them: Machines deleted (a remediation, whose MachineSet
 // creates a replacement at once, or a scale-down), replaced (the new

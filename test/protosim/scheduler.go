@@ -58,7 +58,7 @@ func FencedScenario() Scenario {
 }
 
 // MachinesScenario is FencedScenario in machines mode too, which fresh
-// seeds play.
+// seeds play with -protosim.machines.
 func MachinesScenario() Scenario {
 	sc := FencedScenario()
 	sc.Machines = true

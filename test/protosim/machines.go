@@ -60,6 +60,10 @@ type simMachine struct {
 	// to join; replaces is the Machine deleted once it has.
 	joinIn   int
 	replaces string
+	// replacedBy is the Machine created to replace it, whose node has not
+	// joined yet: no other fault touches it meanwhile (a MachineSet makes
+	// one replacement, not one per look).
+	replacedBy string
 	// drained: the machine controller cordoned and drained its node.
 	drained bool
 	// problemRV is the resourceVersion its node went out of service at
@@ -132,7 +136,7 @@ func (w *World) machineFault() string {
 	f := faults[w.mach.rng.IntN(len(faults))]
 	var settled []*simMachine
 	for _, m := range w.mach.machines {
-		if !m.inProgress() && (!m.controlPlane || !w.controlPlaneMachineBusy()) {
+		if !m.inProgress() && m.replacedBy == "" && (!m.controlPlane || !w.controlPlaneMachineBusy()) {
 			settled = append(settled, m)
 		}
 	}
@@ -195,6 +199,9 @@ func (w *World) provision(old *simMachine, replaces string) {
 		joinIn: 1 + w.mach.rng.IntN(4), replaces: replaces}
 	w.markDown(m)
 	w.mach.machines = append(w.mach.machines, m)
+	if replaces != "" {
+		old.replacedBy = m.name
+	}
 	w.logf("machine controller: %s created to replace %s", m.name, old.name)
 }
 

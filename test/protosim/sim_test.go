@@ -19,7 +19,7 @@ var (
 	oneSeed  = flag.Uint64("protosim.seed", 0, "replay this seed only, with its trace")
 	classic  = flag.Bool("protosim.classic", false, "play -protosim.seed or the -protosim.first range in classic mode (fresh seeds play the extended mode; a corpus seed replayed with -protosim.seed plays its own mode)")
 	// machines is off by default while the two coordinator bugs it finds
-	// in about 8% of its seeds are open (docs/reliability.md, "Machines").
+	// in about 10% of its seeds are open (docs/reliability.md, "Machines").
 	machines = flag.Bool("protosim.machines", false, "play -protosim.seed or fresh seeds in machines mode (fenced, plus Machines deleted, replaced and failed)")
 )
 

@@ -21,6 +21,14 @@ type Snapshot struct {
 	// (overlaps and grant owners depend on all).
 	Pools []*v1alpha1.UpdatePool
 	Nodes []*corev1.Node
+	// Machines are the Machines beneath the nodes, as the controller's
+	// Machine informers hold them; nil where no Machine API is served. A
+	// node whose Machine is being deleted, failed or remediated counts as
+	// unavailable, and no control-plane node is granted while a
+	// control-plane Machine is going away or provisioning (machines.go).
+	// The hook the controller holds on a Machine before a grant is the
+	// caller's to model (MachineToHold, HookEnded).
+	Machines []MachineState
 	// AgentAlive reports whether a node's agent renews its Lease.
 	AgentAlive func(node string) bool
 	// Pending are the grants written but not yet seen in Nodes. A node
@@ -171,7 +179,7 @@ func decidePlan(p *v1alpha1.UpdatePool, snap Snapshot) (planInput, *poolPlan, er
 // decidePass is Controller.planPass over a snapshot, the departed nodes
 // counted as Controller.input counts them.
 func decidePass(p *v1alpha1.UpdatePool, snap Snapshot, gates *gateVerdict) (planInput, *poolPlan, error) {
-	in, _, err := buildInput(p, snap.Pools, snap.Nodes, snap.AgentAlive, snap.Pending, map[string]bool{}, snap.Now)
+	in, _, err := buildInput(p, snap.Pools, snap.Nodes, snapshotMachineIndex(snap.Machines), snap.AgentAlive, snap.Pending, map[string]bool{}, snap.Now)
 	if err != nil {
 		return in, nil, err
 	}

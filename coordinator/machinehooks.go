@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
@@ -81,17 +82,23 @@ func (c *Controller) sweepMachineHooks(ctx context.Context) {
 	}
 }
 
-// updating reports whether node is mid-update, from the index: it holds a
-// grant its agent has not finished, or its agent's step holds a slot. A
-// grant the agent finished (Done, Yielded) and the pool keeps, soaking,
-// is not: the update is over, and a deletion of the Machine meanwhile must
-// go on (protocol simulator, machines mode, seed 1000023: the soak of a
-// node whose Machine was being deleted never ended, for the node no longer
-// served; its hook held the deletion, and the pool stalled). Nor is a
-// Degraded node: its update is stuck until someone acts, and its
-// Machine's deletion or remediation must be able to go on.
+// updating reports whether node is mid-update, from the index
+// (nodeUpdating).
 func (c *Controller) updating(node string) bool {
-	n := c.index.node(node)
+	return nodeUpdating(c.index.node(node))
+}
+
+// nodeUpdating reports whether n is mid-update: it holds a grant its agent
+// has not finished, or its agent's step holds a slot. A grant the agent
+// finished (Done, Yielded) and the pool keeps, soaking, is not: the update
+// is over, and a deletion of the Machine meanwhile must go on (protocol
+// simulator, machines mode, seed 1000023: the soak of a node whose Machine
+// was being deleted never ended, for the node no longer served; its hook
+// held the deletion, and the pool stalled). Nor is a Degraded node: its
+// update is stuck until someone acts, and its Machine's deletion or
+// remediation must be able to go on. The one rule of the controller's
+// sweep and of the protocol simulator's (HookEnded).
+func nodeUpdating(n *corev1.Node) bool {
 	if n == nil {
 		return false
 	}

@@ -116,21 +116,31 @@ func recordOf(api machineAPI, m *unstructured.Unstructured) machineRecord {
 		labels: labels.Set(m.GetLabels()).String(), skipped: m.GetAnnotations()[SkipRemediationAnnotation] == RemediationHoldValue}
 	r.node, _, _ = unstructured.NestedString(m.Object, "status", "nodeRef", "name")
 	phase, _, _ := unstructured.NestedString(m.Object, "status", "phase")
-	name := "machine " + m.GetNamespace() + "/" + m.GetName()
-	switch {
-	case m.GetDeletionTimestamp() != nil:
-		r.problem = name + " is being deleted"
-	case phase == "Failed":
-		msg, _, _ := unstructured.NestedString(m.Object, "status", "errorMessage")
-		r.problem = strings.TrimSuffix(name+" failed: "+msg, ": ")
-	case r.node == "":
-		r.problem = name + " is provisioning (no node yet)"
-	default:
-		if why := api.remediation(m); why != "" {
-			r.problem = name + " is " + why
-		}
-	}
+	msg, _, _ := unstructured.NestedString(m.Object, "status", "errorMessage")
+	r.problem = machineProblem("machine "+m.GetNamespace()+"/"+m.GetName(), r.deleting, phase == "Failed", msg, r.node,
+		func() string { return api.remediation(m) })
 	return r
+}
+
+// machineProblem is why a Machine called name takes its node out of
+// service, "" when it does not: being deleted, failed (with the Machine's
+// error message, if any), provisioning (no node yet) or being remediated
+// (remediation says why, "" when not; read only when nothing else is
+// wrong). The one rule for the Machines the controller watches (recordOf)
+// and those a Snapshot carries (MachineState).
+func machineProblem(name string, deleting, failed bool, message, node string, remediation func() string) string {
+	switch {
+	case deleting:
+		return name + " is being deleted"
+	case failed:
+		return strings.TrimSuffix(name+" failed: "+message, ": ")
+	case node == "":
+		return name + " is provisioning (no node yet)"
+	}
+	if why := remediation(); why != "" {
+		return name + " is " + why
+	}
+	return ""
 }
 
 // machineIndex keeps the Machines of every served Machine API, from their

@@ -422,14 +422,14 @@ func TestControlPlaneSlotKeptUntilReleased(t *testing.T) {
 	}
 	alive := func(string) bool { return true }
 	other := mkPool("b", "b")
-	in, _, err := buildInput(other, []*v1alpha1.UpdatePool{mkPool("a", "a"), other}, []*corev1.Node{soaking}, alive, nil, nil, now)
+	in, _, err := buildInput(other, []*v1alpha1.UpdatePool{mkPool("a", "a"), other}, []*corev1.Node{soaking}, nil, alive, nil, nil, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, kept := in.controlPlaneSlots["cp-0"]; !kept {
 		t.Errorf("a soaking control-plane node of another pool keeps no cluster-wide slot: %v", in.controlPlaneSlots)
 	}
-	in, _, err = buildInput(other, []*v1alpha1.UpdatePool{other}, []*corev1.Node{soaking}, alive, nil, nil, now)
+	in, _, err = buildInput(other, []*v1alpha1.UpdatePool{other}, []*corev1.Node{soaking}, nil, alive, nil, nil, now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,10 +48,10 @@ func (c *Controller) input(pool *v1alpha1.UpdatePool, pending map[string]bool, n
 
 // buildInput is input over given pools and nodes: the whole of what a plan
 // reads, with no index, cache or API behind it (Decide, the protocol
-// simulator).
-func buildInput(pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool, nodes []*corev1.Node, agentAlive func(string) bool,
-	pending, backoff map[string]bool, now time.Time) (planInput, []*corev1.Node, error) {
-	return buildInputWith(nil, nil, pool, pools, listNodes(nodes, agentAlive), pending, backoff, now)
+// simulator); machines nil for none.
+func buildInput(pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool, nodes []*corev1.Node, machines *machineIndex,
+	agentAlive func(string) bool, pending, backoff map[string]bool, now time.Time) (planInput, []*corev1.Node, error) {
+	return buildInputWith(nil, machines, pool, pools, listNodes(nodes, agentAlive), pending, backoff, now)
 }
 
 // buildInputWith is buildInput over listed nodes, each with its cached

@@ -122,7 +122,7 @@ func TestViewCacheSelectionsFollowNodesAndPools(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 		views.done(got.nodes)
-		want, wantSilent, _ := buildInput(planned, pools, nodes, alive, map[string]bool{}, map[string]bool{}, now)
+		want, wantSilent, _ := buildInput(planned, pools, nodes, nil, alive, map[string]bool{}, map[string]bool{}, now)
 		if !reflect.DeepEqual(byName(got.nodes), byName(want.nodes)) || got.controlPlaneBusy != want.controlPlaneBusy || !reflect.DeepEqual(gotSilent, wantSilent) {
 			t.Errorf("%s: through the cache\n%+v (%q)\nwithout\n%+v (%q)", what, got.nodes, got.controlPlaneBusy, want.nodes, want.controlPlaneBusy)
 		}

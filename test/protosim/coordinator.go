@@ -35,6 +35,12 @@ type coordinatorModel struct {
 	term    *v1alpha1.LeaderTerm
 	held    *[]coordinator.Write
 	deposed bool
+	// machines are the Machines as its informers last delivered them
+	// (machines mode), at the resourceVersion machinesRV; swept is its
+	// last hook sweep.
+	machines   []coordinator.MachineState
+	machinesRV int
+	swept      time.Time
 }
 
 // expectation is a grant written but not yet seen in the cache, and the
@@ -64,6 +70,7 @@ func (c *coordinatorModel) resync() {
 	for name, n := range c.w.nodes {
 		c.cache[name] = n.DeepCopy()
 	}
+	c.syncMachines()
 }
 
 // refresh delivers watch events: one node's, or all that are pending.
@@ -75,6 +82,7 @@ func (c *coordinatorModel) refresh() {
 		c.resync()
 		return
 	}
+	c.syncMachines()
 	name := c.w.names[c.w.rng.IntN(len(c.w.names))]
 	if n, ok := c.w.nodes[name]; ok {
 		if old := c.cache[name]; old != nil && c.ext != nil && old.UID != n.UID {
@@ -145,7 +153,7 @@ func (c *coordinatorModel) reconcile() {
 			pending[node] = true
 		}
 		snap := coordinator.Snapshot{Pools: pools, Nodes: nodes, AgentAlive: c.w.leaseOK, Pending: pending, Now: c.w.now,
-			LeaderTerm: c.term}
+			LeaderTerm: c.term, Machines: c.machines}
 		if c.ext != nil {
 			c.extend(&snap)
 		}
@@ -167,6 +175,7 @@ func (c *coordinatorModel) reconcile() {
 			}
 			c.write(wr)
 		}
+		c.sweepHooks() // after each pool's pass, as the controller's worker
 	}
 }
 
@@ -193,6 +202,9 @@ func (c *coordinatorModel) nextGrant(pool *v1alpha1.UpdatePool, node, avoid stri
 // the controller does.
 func (c *coordinatorModel) write(wr coordinator.Write) {
 	w := c.w
+	if wr.Grant != "" && !c.holdHook(wr.Node) {
+		return // the controller's grant returns at the hook
+	}
 	if wr.Grant != "" {
 		c.pending[wr.Node] = expectation{grant: wr.Grant, since: w.now, departs: wr.Departs}
 	}
@@ -216,7 +228,7 @@ func (c *coordinatorModel) write(wr coordinator.Write) {
 		// Checked by what agents do with it: they must refuse it.
 		w.logf("coordinator (deposed, term %d): grant %s to %s", c.term.Transitions, wr.Grant, wr.Node)
 	} else if wr.Grant != "" {
-		w.checkGrant(wr.Node, c.cache)
+		w.checkGrant(wr.Node, c)
 		if w.x != nil {
 			w.checkGrantGuardrails(wr)
 		}

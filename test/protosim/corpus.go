@@ -15,6 +15,7 @@ import (
 //	19    # a classic seed: plays DefaultScenario
 //	4711 extended # found in extended mode: plays ExtendedScenario
 //	4712 fenced # found in fenced mode: plays FencedScenario
+//	4713 machines # found in machines mode: plays MachinesScenario
 //
 // A line without a marker is a classic seed (every seed found before the
 // extended mode existed): it replays exactly the schedule it failed on,
@@ -31,16 +32,23 @@ type CorpusEntry struct {
 	// Fenced: the seed was found in fenced mode (extended too) and plays
 	// it.
 	Fenced bool
+	// Machines: the seed was found in machines mode (fenced too) and
+	// plays it.
+	Machines bool
 }
 
 // extendedMarker and fencedMarker mark a corpus line found in those modes.
 const (
 	extendedMarker = "extended"
 	fencedMarker   = "fenced"
+	machinesMarker = "machines"
 )
 
 // scenario is the scenario the entry plays.
 func (e CorpusEntry) scenario() Scenario {
+	if e.Machines {
+		return MachinesScenario()
+	}
 	if e.Fenced {
 		return FencedScenario()
 	}
@@ -72,9 +80,10 @@ func parseCorpus(text string) (Corpus, error) {
 		}
 		extended := len(field) == 2 && field[1] == extendedMarker
 		fenced := len(field) == 2 && field[1] == fencedMarker
-		if len(field) > 1 && !extended && !fenced {
-			return nil, fmt.Errorf("corpus line %d %q: one seed a line, optionally %q or %q, then '#' and what it found",
-				i+1, line, extendedMarker, fencedMarker)
+		machines := len(field) == 2 && field[1] == machinesMarker
+		if len(field) > 1 && !extended && !fenced && !machines {
+			return nil, fmt.Errorf("corpus line %d %q: one seed a line, optionally %q, %q or %q, then '#' and what it found",
+				i+1, line, extendedMarker, fencedMarker, machinesMarker)
 		}
 		seed, err := strconv.ParseUint(field[0], 10, 64)
 		if err != nil || seed == 0 {
@@ -84,7 +93,8 @@ func parseCorpus(text string) (Corpus, error) {
 			return nil, fmt.Errorf("corpus line %d: seed %d already on line %d", i+1, seed, prev)
 		}
 		seen[seed] = i + 1
-		out = append(out, CorpusEntry{Seed: seed, Found: strings.TrimSpace(comment), Extended: extended || fenced, Fenced: fenced})
+		out = append(out, CorpusEntry{Seed: seed, Found: strings.TrimSpace(comment), Extended: extended || fenced || machines,
+			Fenced: fenced || machines, Machines: machines})
 	}
 	return out, nil
 }

@@ -6,13 +6,14 @@ import (
 )
 
 func TestParseCorpus(t *testing.T) {
-	text := "# header\n\n19   # a Degraded node kept the cordon\n  23#no space\n7\n31 extended # found in extended mode\n37 fenced # found in fenced mode\n"
+	text := "# header\n\n19   # a Degraded node kept the cordon\n  23#no space\n7\n31 extended # found in extended mode\n37 fenced # found in fenced mode\n41 machines # found in machines mode\n"
 	got, err := parseCorpus(text)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Corpus{{19, "a Degraded node kept the cordon", false, false}, {23, "no space", false, false}, {7, "", false, false},
-		{31, "found in extended mode", true, false}, {37, "found in fenced mode", true, true}}
+	want := Corpus{{19, "a Degraded node kept the cordon", false, false, false}, {23, "no space", false, false, false},
+		{7, "", false, false, false}, {31, "found in extended mode", true, false, false}, {37, "found in fenced mode", true, true, false},
+		{41, "found in machines mode", true, true, true}}
 	if len(got) != len(want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
@@ -21,8 +22,8 @@ func TestParseCorpus(t *testing.T) {
 			t.Errorf("entry %d: got %+v, want %+v", i, got[i], want[i])
 		}
 	}
-	if m := got.maxSeed(); m != 37 {
-		t.Errorf("maxSeed %d, want 37", m)
+	if m := got.maxSeed(); m != 41 {
+		t.Errorf("maxSeed %d, want 41", m)
 	}
 }
 

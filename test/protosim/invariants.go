@@ -65,7 +65,16 @@ func (w *World) sortedNames() []string {
 // limit docs/protocol.md ("What the coordinator cannot know") states for
 // a disruption it has not seen; the next pass honours it. Seed
 // 181799872209262 found it; it stays open as a known limit.
-func (w *World) checkGrant(node string, cached map[string]*corev1.Node) {
+//
+// In machines mode, the nodes whose Machine is being deleted or failed
+// count too, as far as the coordinator (c) could know them: its Machine
+// cache had the Machine so, and its Node cache has the node in the pool;
+// and no control-plane node is granted while a control-plane Machine it
+// knows of is in progress. A Machine may go away at any moment after a
+// grant, and the machine controller drains no node nodeward holds
+// (checkMachineDrain), so checkSteady counts no Machine.
+func (w *World) checkGrant(node string, c *coordinatorModel) {
+	cached := c.cache
 	n := w.nodes[node]
 	if n == nil {
 		return
@@ -91,12 +100,14 @@ func (w *World) checkGrant(node string, cached map[string]*corev1.Node) {
 				counted = append(counted, m)
 			}
 		}
-		if over := rule.GrantExcess(node, counted, limit); over != nil {
-			w.violate("grant on %s while %d nodes of pool %s (maxUnavailable %d) are already disrupted: %v%s",
-				node, len(over.Nodes), pool.Name, limit, over.Nodes, w.departedNote(over.Nodes))
+		extra := w.machineDown(c, node, func(m *corev1.Node) bool { return selects(pool, m) })
+		if over := rule.GrantExcess(node, counted, limit-len(extra)); over != nil {
+			w.violate("grant on %s while %d nodes of pool %s (maxUnavailable %d) are already disrupted: %v%s%s",
+				node, len(over.Nodes)+len(extra), pool.Name, limit, over.Nodes, w.departedNote(over.Nodes), machineNote(extra))
 		}
 	}
 	if oracle.IsControlPlane(n) {
+		w.checkControlPlaneMachines(c, node)
 		var others []*corev1.Node
 		for _, m := range w.disruptable() {
 			if oracle.IsControlPlane(m) {
@@ -126,6 +137,12 @@ func selected(pool *v1alpha1.UpdatePool, nodes map[string]*corev1.Node) []*corev
 	return out
 }
 
+// selects reports whether pool selects n.
+func selects(pool *v1alpha1.UpdatePool, n *corev1.Node) bool {
+	sel, err := metav1.LabelSelectorAsSelector(pool.Spec.NodeSelector)
+	return err == nil && sel.Matches(labels.Set(n.Labels))
+}
+
 func containsNode(nodes []*corev1.Node, name string) bool {
 	for _, n := range nodes {
 		if n.Name == name {
@@ -143,6 +160,9 @@ func containsNode(nodes []*corev1.Node, name string) bool {
 func (w *World) checkSteady() {
 	if w.x != nil {
 		w.machinesBack()
+	}
+	if w.mach != nil {
+		w.checkHooks()
 	}
 	nodes := w.disruptable()
 	if over := rule.ControlPlaneExcess(nodes); over != nil {
@@ -210,5 +230,5 @@ func (w *World) converged(target string) string {
 			return name + " still holds a slot"
 		}
 	}
-	return ""
+	return w.machinesSettled()
 }

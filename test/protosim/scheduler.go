@@ -30,6 +30,11 @@ type Scenario struct {
 	// leader's term, agents check it, and a leader may pause after a plan
 	// and write it once another leads; drawn from a third stream.
 	Fenced bool
+	// Machines plays the machines mode on top (machines.go): Machines
+	// beneath the nodes, deleted, replaced and failed, and a machine
+	// controller that honours nodeward's pre-drain hook; drawn from a
+	// fifth stream.
+	Machines bool
 }
 
 // DefaultScenario is the size `make test` runs per seed.
@@ -52,6 +57,14 @@ func FencedScenario() Scenario {
 	return sc
 }
 
+// MachinesScenario is FencedScenario in machines mode too, which fresh
+// seeds play with -protosim.machines.
+func MachinesScenario() Scenario {
+	sc := FencedScenario()
+	sc.Machines = true
+	return sc
+}
+
 // extFaultPercent is how often, in extended mode, a fault-phase event is
 // an extended fault (drawn from World.ext before the classic draw).
 const extFaultPercent = 4
@@ -59,9 +72,10 @@ const extFaultPercent = 4
 // Result is one schedule's outcome.
 type Result struct {
 	Seed uint64
-	// Extended, Fenced: the schedule played those modes.
+	// Extended, Fenced, Machines: the schedule played those modes.
 	Extended   bool
 	Fenced     bool
+	Machines   bool
 	Violations []string
 	// Stuck is why the world did not converge once faults stopped ("" when
 	// it did).
@@ -103,11 +117,16 @@ func Run(seed uint64, sc Scenario) *Result {
 		w.fence = newFenceStream(seed)
 		w.kubelet = newKubeletStream(seed)
 	}
+	if sc.Machines {
+		w.mach = &machineWorld{rng: newMachineStream(seed), hookIdle: map[string]int{}}
+	}
 	w.setup(sc)
-	res := &Result{Seed: seed, Extended: sc.Extended, Fenced: sc.Fenced,
+	res := &Result{Seed: seed, Extended: sc.Extended, Fenced: sc.Fenced, Machines: sc.Machines,
 		Faults: map[string]int{}}
 	for i := 0; i < sc.FaultEvents; i++ {
-		if w.fence != nil && w.fence.IntN(100) < fenceFaultPercent {
+		if w.mach != nil && w.mach.rng.IntN(100) < machineFaultPercent {
+			res.Faults[w.machineFault()]++
+		} else if w.fence != nil && w.fence.IntN(100) < fenceFaultPercent {
 			res.Faults[w.fenceFault()]++
 		} else if w.ext != nil && w.ext.IntN(100) < extFaultPercent {
 			res.Faults[w.extFault()]++
@@ -154,6 +173,9 @@ func (w *World) setup(sc Scenario) {
 	if w.x != nil {
 		w.setupExt()
 	}
+	if w.mach != nil {
+		w.setupMachines()
+	}
 	w.coord = newCoordinator(w)
 }
 
@@ -170,6 +192,10 @@ func newPool(name string, sel map[string]string, mu intstr.IntOrString, cp bool)
 // step is one ordinary event: an agent turns, the coordinator plans, its
 // cache catches up, a requested reboot happens, or time passes.
 func (w *World) step() {
+	if w.mach != nil && w.mach.rng.IntN(100) < machineTurnPercent {
+		w.machineTurn()
+		return
+	}
 	switch r := w.rng.IntN(100); {
 	case r < 45:
 		w.agentTurn(w.names[w.rng.IntN(len(w.names))])

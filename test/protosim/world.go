@@ -36,7 +36,15 @@
 // machine whose Node was deleted under a grant counts as disrupted until
 // a Node of its name serves again. The fenced mode (FencedScenario, what
 // fresh seeds play) adds the grants' leader terms and a leader paused
-// between its plan and its writes, from a third stream (fencing.go).
+// between its plan and its writes, from a third stream (fencing.go). The
+// machines mode (MachinesScenario, -protosim.machines) adds Machines
+// beneath the nodes and a machine controller, from a fifth stream
+// (machines.go): Machines deleted (remediated, scaled down), replaced and
+// failed; the coordinator reads them and holds nodeward's pre-drain hook
+// on a node's Machine before its grant, as the controller does. Its
+// checks: the machine controller never drains a node under an unfinished
+// grant, the hook never outlives the update by more than hookIdleEvents,
+// and a grant counts the Machines down the coordinator knew of.
 //
 // The model explores interleavings; behaviour is proven on the real API
 // server by the other test packages.
@@ -75,7 +83,10 @@ type World struct {
 	// registered Node's kubelet reports Ready a turn before the machine's
 	// agent reports on it (agentTurn), as a kubelet does before the
 	// DaemonSet's pod starts.
-	kubelet   *rand.Rand
+	kubelet *rand.Rand
+	// mach is the machines mode's model (machines.go; nil outside it),
+	// with the fifth stream.
+	mach      *machineWorld
 	termCount int32
 	termValue string
 	paused    *pausedLeader

@@ -274,14 +274,14 @@ func testDrain(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, n *n
 // mounted now.
 func testRuntimeRestart(ctx context.Context, t *testing.T, client kubernetes.Interface, n *node.Node) {
 	start := time.Now()
-	n.StopContainerd()
+	n.StopRuntime()
 	runtime := corev1.NodeConditionType("NodewardRuntimeUnavailable")
 	if err := waitNode(ctx, client, n.Name(), 90*time.Second, conditionIs(runtime, corev1.ConditionTrue)); err != nil {
 		t.Fatalf("with containerd stopped: %v", err)
 	}
 	t.Logf("%s True %s after containerd stopped", runtime, time.Since(start).Round(time.Millisecond))
 	start = time.Now()
-	if err := n.StartContainerd(ctx); err != nil {
+	if err := n.StartRuntime(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := waitNode(ctx, client, n.Name(), 2*time.Minute, conditionIs(runtime, corev1.ConditionFalse)); err != nil {

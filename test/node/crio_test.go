@@ -3,6 +3,8 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/nodeward/nodeward/test/cluster"
 	"github.com/nodeward/nodeward/test/node"
 )
 
@@ -98,4 +101,85 @@ func waitPodReady(ctx context.Context, get func(context.Context, string, metav1.
 		return nil, fmt.Errorf("waiting for pod %s Running and Ready: %w; last: %s", name, err, last)
 	}
 	return pod, nil
+}
+
+// TestCRIONodeAgentRuntime runs `nodeward agent` (health only) as a host
+// program of the CRI-O node, with no runtime endpoint configured: it finds
+// CRI-O's socket on its own (the node has no containerd), reports the
+// runtime ready, then NodewardRuntimeUnavailable True with its taint while
+// CRI-O is stopped, and False without the taint once CRI-O is back.
+func TestCRIONodeAgentRuntime(t *testing.T) {
+	cp, n := env.CRIONode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	client := cp.Client()
+	agent := startHostAgent(t, cp, n)
+	defer agent.Stop(10 * time.Second)
+
+	runtime := corev1.NodeConditionType("NodewardRuntimeUnavailable")
+	const taint = "nodeward.io/runtime-unavailable"
+	found := func(node *corev1.Node) error {
+		if err := conditionIs(runtime, corev1.ConditionFalse)(node); err != nil {
+			return err
+		}
+		if msg := condition(node, runtime).Message; !strings.Contains(msg, "cri-o") || !strings.Contains(msg, "unix:///run/crio/crio.sock") {
+			return fmt.Errorf("%s False but not CRI-O's socket: %s", runtime, msg)
+		}
+		if hasTaint(node, taint) {
+			return fmt.Errorf("taint %s still there", taint)
+		}
+		return nil
+	}
+	if err := waitNode(ctx, client, n.Name(), 2*time.Minute, found); err != nil {
+		t.Fatalf("the agent never found CRI-O: %v (agent log %s)", err, agent.LogPath())
+	}
+	start := time.Now()
+	n.StopRuntime()
+	down := func(node *corev1.Node) error {
+		if err := conditionIs(runtime, corev1.ConditionTrue)(node); err != nil {
+			return err
+		}
+		if !hasTaint(node, taint) {
+			return fmt.Errorf("no NoSchedule taint %s (taints %v)", taint, node.Spec.Taints)
+		}
+		return nil
+	}
+	if err := waitNode(ctx, client, n.Name(), 90*time.Second, down); err != nil {
+		t.Fatalf("with CRI-O stopped: %v", err)
+	}
+	t.Logf("%s True and tainted %s after CRI-O stopped", runtime, time.Since(start).Round(time.Millisecond))
+	start = time.Now()
+	if err := n.StartRuntime(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitNode(ctx, client, n.Name(), 2*time.Minute, found); err != nil {
+		t.Fatalf("CRI-O is back but the agent still reports it unavailable: %v", err)
+	}
+	t.Logf("%s False and untainted %s after CRI-O started", runtime, time.Since(start).Round(time.Millisecond))
+}
+
+// startHostAgent starts `make build`'s nodeward as a health-only agent in
+// the node's namespace with the runtime probe alone (sampled every second,
+// one bad sample turns the condition True, a quiet second clears it) and no
+// runtime endpoint.
+func startHostAgent(t *testing.T, cp *cluster.ControlPlane, n *node.Node) *cluster.Process {
+	t.Helper()
+	nodeward, err := cluster.NodewardBinary(cluster.ReleaseBuild)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	health := "hysteresis: {badSamples: 1, quietPeriod: 1s}\nheartbeatInterval: 10s\n" +
+		"memory: {enabled: false}\ndisk: {enabled: false}\npids: {enabled: false}\nnetwork: {enabled: false}\n" +
+		"kernel: {enabled: false}\nruntime: {enabled: true, pollInterval: 1s, timeout: 1s}\n"
+	if err := os.WriteFile(filepath.Join(dir, "health.yaml"), []byte(health), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := n.Launch("agent", nodeward, "agent", "--kubeconfig", cp.KubeconfigPath(), "--node-name", n.Name(),
+		"--updates=false", "--state-dir", filepath.Join(dir, "state"), "--config", filepath.Join(dir, "health.yaml"),
+		"--metrics-address", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

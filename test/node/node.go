@@ -197,6 +197,14 @@ func (n *Node) startKubelet(ctx context.Context) error {
 	})
 }
 
+// Launch starts argv in the node's mount namespace, as a program of the
+// host (a host-mode agent) would run, its output in the node's dir under
+// name.log. Stop it when done; the node's Stop kills it otherwise.
+func (n *Node) Launch(name string, argv ...string) (*cluster.Process, error) {
+	argv = n.inNamespace(argv...)
+	return cluster.Launch(name, argv[0], n.path(name+".log"), cluster.LaunchOptions{Append: true}, argv[1:]...)
+}
+
 // HostPath is path as the node's processes see it (through the holder's
 // root), for files the kubelet mounted inside the namespace such as a pod's
 // projected service account token.

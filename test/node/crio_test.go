@@ -183,3 +183,14 @@ func startHostAgent(t *testing.T, cp *cluster.ControlPlane, n *node.Node) *clust
 	}
 	return p
 }
+
+// TestCRIONodeDrain: `nodeward drain` evicts a ReplicaSet's real pod from
+// the CRI-O node (CRI-O stops its container), as from the containerd node.
+func TestCRIONodeDrain(t *testing.T) {
+	cp, n := env.CRIONode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	const namespace = "crio-drain-test"
+	defer cp.Client().CoreV1().Namespaces().Delete(context.Background(), namespace, metav1.DeleteOptions{})
+	testDrain(ctx, t, cp, n, namespace)
+}

@@ -29,6 +29,8 @@ const CRIONodeName = "real-crio-0"
 //
 // Outside CI it skips (with the reason) when not root or when containerd,
 // runc, ctr, nsenter, unshare or the kubelet are missing; in CI that fails.
+// A test that wants a CRI-O node calls CRIONode instead of Node, which skips
+// (fails in CI) likewise without conmon, skopeo or `make testbin`'s CRI-O.
 type Env struct {
 	cp      *cluster.ControlPlane
 	node    *Node

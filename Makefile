@@ -40,9 +40,9 @@ image:
 		echo "image $(IMAGE_TAG) $$digest in $(IMAGE_OUT)"
 
 # testbin builds the real control plane (etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, kubectl, kwok), the kubelet and the
-# Machine API controllers of test/machineapi into the cache; only what is
-# missing is built.
+# kube-controller-manager, kube-scheduler, kubectl, kwok), the kubelet, the
+# Machine API controllers of test/machineapi and CRI-O with pinns (test/node's
+# CRI-O node) into the cache; only what is missing is built.
 testbin:
 	bash test/tools/install.sh >/dev/null
 

@@ -26,7 +26,13 @@ import (
 type rawMessage []byte
 
 // rawCodec sends and receives rawMessage as they are (grpc.ForceCodec).
-// Its name is "proto", what the server expects of the content subtype.
+// Its name is empty so that calls carry the content-type
+// "application/grpc" exactly, as the generated clients' do: CRI-O serves
+// gRPC and HTTP on one socket and tells them apart by that exact header
+// (cmux), so "application/grpc+proto", which the name "proto" sent, had the
+// connection closed ("connection reset by peer") and the probe never read a
+// real CRI-O (test/node TestCRIONodeAgentRuntime). The server decodes with
+// its proto codec either way.
 type rawCodec struct{}
 
 func (rawCodec) Marshal(v any) ([]byte, error) {
@@ -46,7 +52,7 @@ func (rawCodec) Unmarshal(data []byte, v any) error {
 	return nil
 }
 
-func (rawCodec) Name() string { return "proto" }
+func (rawCodec) Name() string { return "" }
 
 // invokeRaw calls method with an empty request (every request the probe
 // sends has all its fields at their defaults) and returns the answer's

@@ -1,13 +1,21 @@
 package conditions
 
 import (
+	"context"
 	"errors"
+	"net"
+	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
+	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -91,4 +99,45 @@ func FuzzDecodeCRIStatus(f *testing.F) {
 			t.Fatalf("decoded %+v, the generated type %+v", conds, want)
 		}
 	})
+}
+
+// TestCRICallsCarryPlainGRPCContentType: every call the probe makes says
+// content-type "application/grpc" exactly, as generated clients do. CRI-O
+// routes its socket's connections by that exact header (cmux) and closes
+// any other: with "application/grpc+proto" the probe never read a real
+// CRI-O (test/node's TestCRIONodeAgentRuntime runs against one).
+func TestCRICallsCarryPlainGRPCContentType(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string][]string{}
+	record := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		mu.Lock()
+		seen[info.FullMethod] = md.Get("content-type")
+		mu.Unlock()
+		return handler(ctx, req)
+	}
+	dir := t.TempDir()
+	l, err := net.Listen("unix", filepath.Join(dir, "crio.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &fakeRuntime{}
+	rt.ready.Store(true)
+	srv := grpc.NewServer(grpc.UnaryInterceptor(record))
+	runtimeapi.RegisterRuntimeServiceServer(srv, rt)
+	go srv.Serve(l)
+	defer srv.Stop()
+
+	p := NewRuntimeProbe(RuntimeConfig{Enabled: true, Endpoint: "unix://" + filepath.Join(dir, "crio.sock"),
+		Timeout: metav1.Duration{Duration: 2 * time.Second}, PollInterval: metav1.Duration{Duration: time.Second}}, nil)
+	if s := p.Sample(context.Background()); s.Verdict != Healthy {
+		t.Fatalf("sample: %v %s (%s)", s.Verdict, s.Reason, s.Message)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, method := range []string{criStatusMethod, criVersionMethod} {
+		if got := seen[method]; !slices.Equal(got, []string{"application/grpc"}) {
+			t.Errorf("%s: content-type %q, want exactly application/grpc", method, got)
+		}
+	}
 }

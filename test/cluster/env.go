@@ -97,9 +97,10 @@ func findBinDir() (string, error) {
 	}
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command("bash", filepath.Join(root, "test", "tools", "install.sh"))
-	// Not the Machine API controllers: minutes more on a cold cache, for
-	// test/machineapi alone, which asks for `make testbin` without them.
-	cmd.Env = append(os.Environ(), "NODEWARD_TESTBIN_MACHINE_API=skip")
+	// Not the Machine API controllers nor CRI-O: minutes more each on a
+	// cold cache, for test/machineapi and test/node's CRI-O node alone,
+	// which ask for `make testbin` without them.
+	cmd.Env = append(os.Environ(), "NODEWARD_TESTBIN_MACHINE_API=skip", "NODEWARD_TESTBIN_CRIO=skip")
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {

@@ -81,7 +81,7 @@ func TestAgentOnRealNode(t *testing.T) {
 	})
 	t.Run("metrics-auth", func(t *testing.T) { testMetricsAuth(ctx, t, cp, pod) })
 	t.Run("bound-token", func(t *testing.T) { testBoundToken(ctx, t, cp, n, pod) })
-	t.Run("drain", func(t *testing.T) { testDrain(ctx, t, cp, n) })
+	t.Run("drain", func(t *testing.T) { testDrain(ctx, t, cp, n, "drain-test") })
 	t.Run("runtime-restart", func(t *testing.T) { testRuntimeRestart(ctx, t, client, n) })
 	t.Run("host-rpm-ostree", func(t *testing.T) { testHostRpmOstree(ctx, t, client, n) })
 	t.Run("helm-chart", func(t *testing.T) { testHelmChart(ctx, t, cp, n, d) })
@@ -219,11 +219,12 @@ func testBoundToken(ctx context.Context, t *testing.T, cp *cluster.ControlPlane,
 	}
 }
 
-// testDrain runs a ReplicaSet's pod on the node and drains the node with
-// the nodeward CLI; the pod goes away, and the node is uncordoned after.
-func testDrain(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, n *node.Node) {
+// testDrain runs a ReplicaSet's pod on the node, in a new namespace, and
+// drains the node with the nodeward CLI; the pod goes away, and the node is
+// uncordoned after.
+func testDrain(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, n *node.Node, namespace string) {
 	client := cp.Client()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "drain-test"}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
 	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -274,14 +275,14 @@ func testDrain(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, n *n
 // mounted now.
 func testRuntimeRestart(ctx context.Context, t *testing.T, client kubernetes.Interface, n *node.Node) {
 	start := time.Now()
-	n.StopContainerd()
+	n.StopRuntime()
 	runtime := corev1.NodeConditionType("NodewardRuntimeUnavailable")
 	if err := waitNode(ctx, client, n.Name(), 90*time.Second, conditionIs(runtime, corev1.ConditionTrue)); err != nil {
 		t.Fatalf("with containerd stopped: %v", err)
 	}
 	t.Logf("%s True %s after containerd stopped", runtime, time.Since(start).Round(time.Millisecond))
 	start = time.Now()
-	if err := n.StartContainerd(ctx); err != nil {
+	if err := n.StartRuntime(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := waitNode(ctx, client, n.Name(), 2*time.Minute, conditionIs(runtime, corev1.ConditionFalse)); err != nil {

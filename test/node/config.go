@@ -7,11 +7,15 @@ import (
 	"strings"
 )
 
-// hostMounts are the paths the kubelet, containerd and the project's
+// hostMounts are the paths the kubelet, the runtime and the project's
 // manifests know, each covered by a bind mount of a run-local directory
 // inside the node's mount namespace: the host's own are never touched.
-func hostMounts() []string {
-	return []string{"/run/containerd", "/var/lib/kubelet", "/var/log/pods", "/var/log/containers"}
+func hostMounts(rt runtimeRow) []string {
+	mounts := append(append([]string(nil), rt.runDirs...), "/var/lib/kubelet", "/var/log/pods", "/var/log/containers")
+	if rt.hidden != nil {
+		mounts = append(mounts, rt.hidden()...)
+	}
+	return mounts
 }
 
 // shadowedSysctls are the kernel settings the kubelet writes at start
@@ -22,7 +26,8 @@ func shadowedSysctls() []string {
 	return []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"}
 }
 
-// SandboxImage names the pause image in containerd's sandbox_image. The
+// SandboxImage names the pause image in containerd's sandbox_image and
+// CRI-O's pause_image. The
 // "localhost/" domain keeps the name as it is: the CRI plugin looks images up
 // by their normalized reference, and a bare name would gain a registry's.
 const SandboxImage = "localhost/nodeward-pause:test"
@@ -75,10 +80,11 @@ const cniConfig = `{
 
 // kubeletConfig is the KubeletConfiguration for this machine: cgroup v1
 // (failCgroupV1: false), the cgroupfs driver (containerd 1.6 has no
-// RuntimeConfig call to tell the kubelet its driver), pods under cgroupRoot,
+// RuntimeConfig call to tell the kubelet its driver; CRI-O is configured
+// with it), pods under cgroupRoot, the runtime's CRI socket,
 // swap allowed, eviction thresholds low enough that a busy test disk evicts
 // nothing, and the kubelet's own ports on free loopback ports.
-func kubeletConfig(cgroupRoot, caFile string, port, healthzPort int) string {
+func kubeletConfig(cgroupRoot, socket, caFile string, port, healthzPort int) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
@@ -105,7 +111,7 @@ resolvConf: /etc/resolv.conf
 nodeStatusUpdateFrequency: 5s
 syncFrequency: 10s
 fileCheckFrequency: 5s
-`, cgroupRoot, containerdSocket, port, healthzPort, caFile)
+`, cgroupRoot, socket, port, healthzPort, caFile)
 }
 
 // nodeKubeconfig authenticates the kubelet with the node's static token.
@@ -132,10 +138,11 @@ func shadowFile(dir, sysctl string) string {
 // containerd and the kubelet later, lives and dies in it. The namespace is
 // made with private propagation (nothing leaks to the host), then / is made
 // rshared inside it so that the kubelet's HostToContainer mounts work.
-func namespaceScript(dir string, holder ...string) string {
+// mounts are hostMounts.
+func namespaceScript(dir string, mounts []string, holder ...string) string {
 	var b strings.Builder
 	b.WriteString("set -eu\nmount --make-rshared /\n")
-	for _, m := range hostMounts() {
+	for _, m := range mounts {
 		fmt.Fprintf(&b, "mount --bind %q %q\n", runLocal(dir, m), m)
 	}
 	for _, s := range shadowedSysctls() {
@@ -149,11 +156,11 @@ func namespaceScript(dir string, holder ...string) string {
 	return b.String()
 }
 
-// prepareDirs makes the run-local directories and sysctl shadows of
-// namespaceScript, and the host's mount points when missing; it returns the
-// mount points it created, to remove at the end.
-func prepareDirs(dir string) (created []string, err error) {
-	for _, m := range hostMounts() {
+// prepareDirs makes the run-local directories of mounts and the sysctl
+// shadows of namespaceScript, and the host's mount points when missing; it
+// returns the mount points it created, to remove at the end.
+func prepareDirs(dir string, mounts []string) (created []string, err error) {
+	for _, m := range mounts {
 		if err := os.MkdirAll(runLocal(dir, m), 0o755); err != nil {
 			return created, fmt.Errorf("create the node's %s: %w", m, err)
 		}

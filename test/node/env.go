@@ -17,6 +17,9 @@ import (
 // NodeName is the Env's real node.
 const NodeName = "real-node-0"
 
+// CRIONodeName is the Env's CRI-O node (Env.CRIONode).
+const CRIONodeName = "real-crio-0"
+
 // Env shares one control plane and one real node among the tests of a
 // package, as cluster.Env shares a control plane:
 //
@@ -26,12 +29,16 @@ const NodeName = "real-node-0"
 //
 // Outside CI it skips (with the reason) when not root or when containerd,
 // runc, ctr, nsenter, unshare or the kubelet are missing; in CI that fails.
+// A test that wants a CRI-O node calls CRIONode instead of Node, which skips
+// (fails in CI) likewise without conmon, skopeo or `make testbin`'s CRI-O.
 type Env struct {
-	cp     *cluster.ControlPlane
-	node   *Node
-	root   string // the repository
-	dir    string // work dir: tools, images
-	reason string // why there is no node
+	cp      *cluster.ControlPlane
+	node    *Node
+	tools   *Tools
+	kubelet string
+	root    string // the repository
+	dir     string // work dir: tools, images
+	reason  string // why there is no node
 }
 
 // Run starts the control plane and the node (unless -short), runs the
@@ -74,8 +81,8 @@ func (e *Env) start() (err error) {
 	if err != nil {
 		return err
 	}
-	kubelet := filepath.Join(binDir, "kubelet")
-	if _, err := os.Stat(kubelet); err != nil {
+	e.kubelet = filepath.Join(binDir, "kubelet")
+	if _, err := os.Stat(e.kubelet); err != nil {
 		return fmt.Errorf("kubelet: %w (run `make testbin`)", err)
 	}
 	if e.root, err = cluster.RepoRoot(); err != nil {
@@ -86,23 +93,24 @@ func (e *Env) start() (err error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	logf := func(format string, args ...any) {
-		if testing.Verbose() {
-			fmt.Fprintf(os.Stderr, "node: "+format+"\n", args...)
-		}
-	}
-	tools, err := BuildTools(ctx, e.root, e.dir)
-	if err != nil {
+	if e.tools, err = BuildTools(ctx, e.root, e.dir); err != nil {
 		return err
 	}
-	if e.cp, err = cluster.Start(ctx, cluster.Options{BinDir: binDir, Log: logf, RealNodes: []string{NodeName}}); err != nil {
+	if e.cp, err = cluster.Start(ctx, cluster.Options{BinDir: binDir, Log: e.logf, RealNodes: []string{NodeName, CRIONodeName}}); err != nil {
 		return err
 	}
 	e.node, err = Start(ctx, Options{
-		Name: NodeName, Kubelet: kubelet, Tools: tools, ControlPlane: e.cp,
-		Dir: filepath.Join(e.dir, "node"), Log: logf,
+		Name: NodeName, Kubelet: e.kubelet, Tools: e.tools, ControlPlane: e.cp,
+		Dir: filepath.Join(e.dir, "node"), Log: e.logf,
 	})
 	return err
+}
+
+// logf prints progress in verbose runs.
+func (e *Env) logf(format string, args ...any) {
+	if testing.Verbose() {
+		fmt.Fprintf(os.Stderr, "node: "+format+"\n", args...)
+	}
 }
 
 func (e *Env) stop(keepLogs bool) {

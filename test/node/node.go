@@ -1,8 +1,10 @@
-// Package node runs a real Kubernetes node for tests: containerd 1.6 with
-// runc and a kubelet v1.36.3, registered with a test/cluster control plane,
-// inside a private mount namespace so that the machine's own /run/containerd,
-// /var/lib/kubelet, /var/log and kernel settings are left alone. One node
-// serves a whole test package (see Env). Everything it starts is killed and
+// Package node runs a real Kubernetes node for tests: containerd 1.6 (or
+// CRI-O 1.34, Options.Runtime) with runc and a kubelet v1.36.3, registered
+// with a test/cluster control plane, inside a private mount namespace so
+// that the machine's own /run/containerd, /run/crio, /var/lib/kubelet,
+// /var/log and kernel settings are left alone. One containerd node serves a
+// whole test package (see Env); a CRI-O node lives for one test
+// (Env.CRIONode). Everything it starts is killed and
 // its cgroups removed at the end, also when the test binary dies (the
 // holder, test/node/holder, reaps on its parent's death).
 package node
@@ -11,7 +13,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"time"
@@ -30,6 +31,10 @@ type Options struct {
 	Kubelet string
 	// Tools holds the holder binary and the pause image (BuildTools).
 	Tools *Tools
+	// Runtime is the container runtime; Containerd when empty.
+	Runtime Runtime
+	// CRIO are CRI-O's binaries, needed when Runtime is CRIO.
+	CRIO *CRIOBinaries
 	// ControlPlane the kubelet registers with.
 	ControlPlane *cluster.ControlPlane
 	// Dir receives configuration, state and logs; a temporary directory
@@ -46,14 +51,15 @@ type Node struct {
 	cgroupRoot string
 	createdMPs []string // host mount points this node created
 
-	mu         sync.Mutex // guards containerd against Stop and RestartContainerd
-	holder     *cluster.Process
-	containerd *cluster.Process
-	kubelet    *cluster.Process
-	stopOnce   sync.Once
+	rt       runtimeRow
+	mu       sync.Mutex // guards runtime against Stop and RestartRuntime
+	holder   *cluster.Process
+	runtime  *cluster.Process
+	kubelet  *cluster.Process
+	stopOnce sync.Once
 }
 
-// Start prepares the namespace, starts containerd (with the pause image
+// Start prepares the namespace, starts the runtime (with the pause image
 // imported) and the kubelet, and returns once the Node is Ready. On error
 // everything started so far is stopped again.
 func Start(ctx context.Context, opts Options) (_ *Node, err error) {
@@ -67,14 +73,21 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 			return nil, fmt.Errorf("create the node's work dir: %w", err)
 		}
 	}
-	n := &Node{opts: opts, dir: dir, cgroupRoot: fmt.Sprintf("/nodeward-node-%d", os.Getpid())}
+	rt, err := runtimeRowOf(opts.Runtime)
+	if err != nil {
+		return nil, err
+	}
+	if rt.name == CRIO && opts.CRIO == nil {
+		return nil, fmt.Errorf("start node %s: a CRI-O node needs Options.CRIO (FindCRIO)", opts.Name)
+	}
+	n := &Node{opts: opts, dir: dir, rt: rt, cgroupRoot: fmt.Sprintf("/nodeward-node-%d-%s", os.Getpid(), opts.Name)}
 	defer func() {
 		if err != nil {
 			n.Stop()
 			err = fmt.Errorf("start node %s: %w (logs in %s)", opts.Name, err, dir)
 		}
 	}()
-	if n.createdMPs, err = prepareDirs(dir); err != nil {
+	if n.createdMPs, err = prepareDirs(dir, hostMounts(rt)); err != nil {
 		return nil, err
 	}
 	if err := n.writeConfigs(); err != nil {
@@ -86,13 +99,13 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	if err := n.startHolder(ctx); err != nil {
 		return nil, err
 	}
-	if err := n.startContainerd(ctx); err != nil {
+	if err := n.startRuntime(ctx); err != nil {
 		return nil, err
 	}
 	if err := n.ImportImage(ctx, opts.Tools.PauseImage); err != nil {
 		return nil, err
 	}
-	opts.Log("containerd ready with the pause image in %s", time.Since(start).Round(time.Millisecond))
+	opts.Log("%s ready with the pause image in %s", rt.name, time.Since(start).Round(time.Millisecond))
 	if err := n.startKubelet(ctx); err != nil {
 		return nil, err
 	}
@@ -109,11 +122,13 @@ func (n *Node) writeConfigs() error {
 		return err
 	}
 	files := map[string]string{
-		"containerd.toml":               containerdConfig(n.dir),
 		"cni/10-nodeward-test.conflist": cniConfig,
 		"ca.crt":                        string(cp.CACertPEM()),
-		"kubelet.yaml":                  kubeletConfig(n.cgroupRoot, n.path("ca.crt"), ports[0], ports[1]),
+		"kubelet.yaml":                  kubeletConfig(n.cgroupRoot, n.rt.socket, n.path("ca.crt"), ports[0], ports[1]),
 		"kubelet.kubeconfig":            nodeKubeconfig(cp.Config().Host, n.path("ca.crt"), cp.NodeToken(n.opts.Name)),
+	}
+	for name, content := range n.rt.configs(n) {
+		files[name] = content
 	}
 	for name, content := range files {
 		if err := os.MkdirAll(filepath.Dir(n.path(name)), 0o755); err != nil {
@@ -138,7 +153,7 @@ func (n *Node) startHolder(ctx context.Context) error {
 		return fmt.Errorf("read the test's mount namespace: %w", err)
 	}
 	p, err := cluster.Launch("holder", "unshare", n.path("holder.log"), cluster.LaunchOptions{Append: true, Session: true}, "--mount", "--propagation", "private",
-		"sh", "-c", namespaceScript(n.dir, n.opts.Tools.Holder, "-cgroup-root", n.cgroupRoot, "-host-ns", hostNS))
+		"sh", "-c", namespaceScript(n.dir, hostMounts(n.rt), n.opts.Tools.Holder, "-cgroup-root", n.cgroupRoot, "-host-ns", hostNS))
 	if err != nil {
 		return err
 	}
@@ -152,63 +167,6 @@ func (n *Node) startHolder(ctx context.Context) error {
 // inNamespace is the command line that runs argv in the node's namespace.
 func (n *Node) inNamespace(argv ...string) []string {
 	return append([]string{"nsenter", fmt.Sprintf("--mount=/proc/%d/ns/mnt", n.holder.Pid()), "--"}, argv...)
-}
-
-func (n *Node) startContainerd(ctx context.Context) error {
-	argv := n.inNamespace("containerd", "--config", n.path("containerd.toml"))
-	p, err := cluster.Launch("containerd", argv[0], n.path("containerd.log"), cluster.LaunchOptions{Append: true}, argv[1:]...)
-	if err != nil {
-		return err
-	}
-	n.containerd = p
-	return cluster.Poll(ctx, "containerd's socket", 100*time.Millisecond, []*cluster.Process{n.holder, p}, func(ctx context.Context) (bool, error) {
-		out, err := exec.CommandContext(ctx, "ctr", "--address", n.ContainerdSocket(), "version").CombinedOutput()
-		if err != nil {
-			return false, fmt.Errorf("%w: %s", err, out)
-		}
-		return true, nil
-	})
-}
-
-// ContainerdSocket is containerd's socket as the host sees it (the node's
-// /run/containerd/containerd.sock).
-func (n *Node) ContainerdSocket() string {
-	return filepath.Join(runLocal(n.dir, "/run/containerd"), "containerd.sock")
-}
-
-// ImportImage imports an OCI image-layout tarball into containerd's k8s.io
-// namespace, where the CRI plugin sees it, under the tarball's ref.name.
-func (n *Node) ImportImage(ctx context.Context, tarball string) error {
-	out, err := exec.CommandContext(ctx, "ctr", "--address", n.ContainerdSocket(), "-n", "k8s.io",
-		"images", "import", "--snapshotter", "overlayfs", tarball).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("import %s into containerd: %w: %s", tarball, err, out)
-	}
-	return nil
-}
-
-// RestartContainerd stops containerd (SIGTERM: its shims and containers go
-// on) and starts it again, as a runtime upgrade would; it returns once the
-// new one answers.
-func (n *Node) RestartContainerd(ctx context.Context) error {
-	n.StopContainerd()
-	return n.StartContainerd(ctx)
-}
-
-// StopContainerd stops the node's containerd (its pods keep running in
-// their shims, as on a real node).
-func (n *Node) StopContainerd() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.containerd.Stop(15 * time.Second)
-}
-
-// StartContainerd starts containerd again on the same root, state and
-// socket, and waits until it answers.
-func (n *Node) StartContainerd(ctx context.Context) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.startContainerd(ctx)
 }
 
 func (n *Node) startKubelet(ctx context.Context) error {
@@ -225,7 +183,7 @@ func (n *Node) startKubelet(ctx context.Context) error {
 	}
 	n.kubelet = p
 	client := n.opts.ControlPlane.Client()
-	return cluster.Poll(ctx, "node "+n.opts.Name+" Ready", 200*time.Millisecond, []*cluster.Process{n.holder, n.containerd, p}, func(ctx context.Context) (bool, error) {
+	return cluster.Poll(ctx, "node "+n.opts.Name+" Ready", 200*time.Millisecond, []*cluster.Process{n.holder, n.runtime, p}, func(ctx context.Context) (bool, error) {
 		node, err := client.CoreV1().Nodes().Get(ctx, n.opts.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -237,6 +195,14 @@ func (n *Node) startKubelet(ctx context.Context) error {
 		}
 		return false, nil
 	})
+}
+
+// Launch starts argv in the node's mount namespace, as a program of the
+// host (a host-mode agent) would run, its output in the node's dir under
+// name.log. Stop it when done; the node's Stop kills it otherwise.
+func (n *Node) Launch(name string, argv ...string) (*cluster.Process, error) {
+	argv = n.inNamespace(argv...)
+	return cluster.Launch(name, argv[0], n.path(name+".log"), cluster.LaunchOptions{Append: true}, argv[1:]...)
 }
 
 // HostPath is path as the node's processes see it (through the holder's
@@ -275,7 +241,7 @@ func (n *Node) Stop() {
 		if n.holder != nil {
 			n.holder.Stop(30 * time.Second)
 		}
-		for _, p := range []*cluster.Process{n.containerd, n.kubelet} {
+		for _, p := range []*cluster.Process{n.runtime, n.kubelet} {
 			if p != nil {
 				p.Stop(5 * time.Second)
 			}

@@ -5,10 +5,12 @@
 # Only what is missing is built, so a warm cache costs nothing. A cold build
 # takes about 15 minutes on 2 cores, the kubelet about 2 more when the
 # control plane's packages are already in Go's build cache, the Machine API
-# controllers 6 to 14 more.
+# controllers 6 to 14 more, CRI-O about 5 more (it needs gcc and Debian's
+# libseccomp-dev: test/tools/deps.sh).
 #
 #   NODEWARD_TESTBIN  cache root (default: $XDG_CACHE_HOME/nodeward/testbin or ~/.cache/nodeward/testbin)
 #   NODEWARD_TESTBIN_MACHINE_API=skip  build everything but the Machine API controllers
+#   NODEWARD_TESTBIN_CRIO=skip  build everything but CRI-O and pinns
 #
 # Prints the directory holding the binaries on its last line.
 set -euo pipefail
@@ -76,6 +78,36 @@ build_mapi() {
 	mv "$dir/$mapi_name.tmp" "$dir/$mapi_name"
 }
 
+# CRI-O (test/node/crio, a module of its own whose go.mod names CRI-O as a
+# tool, and whose file tags holds the build tags: those that need no C
+# library beyond Debian's libseccomp, no ostree, gpgme or btrfs) and pinns,
+# the small C program of the same module CRI-O makes pod namespaces with,
+# land in crio/<cri-o version>-<hash of the wrapper's go.mod, go.sum and
+# tags>/: test/node computes the same path (crioKey).
+crio_src="$here/../node/crio"
+crio_key() {
+	local version hash
+	version="$(awk '$1 == "github.com/cri-o/cri-o" {print $2}' "$crio_src/go.mod")"
+	hash="$(cat "$crio_src/go.mod" "$crio_src/go.sum" "$crio_src/tags" | sha256sum | cut -c1-12)"
+	echo "$version-$hash"
+}
+crio_dir="crio/$(crio_key)"
+
+build_crio() {
+	mkdir -p "$dir/$crio_dir"
+	(cd "$crio_src" && go build -trimpath -tags "$(tr -s ' \n' ' ' <tags)" -ldflags "-s -w" -o "$dir/$crio_dir/.crio.tmp" github.com/cri-o/cri-o/cmd/crio)
+	mv "$dir/$crio_dir/.crio.tmp" "$dir/$crio_dir/crio"
+}
+
+# pinns is built static, as CRI-O's own release builds it.
+build_pinns() {
+	local mod
+	mod="$(cd "$crio_src" && go mod download github.com/cri-o/cri-o && go list -m -f '{{.Dir}}' github.com/cri-o/cri-o)"
+	mkdir -p "$dir/$crio_dir"
+	gcc -std=c99 -O2 -static -o "$dir/$crio_dir/.pinns.tmp" "$mod/pinns/src/pinns.c" "$mod/pinns/src/sysctl.c"
+	mv "$dir/$crio_dir/.pinns.tmp" "$dir/$crio_dir/pinns"
+}
+
 build_kwok() {
 	local tmp
 	tmp="$(mktemp -d)"
@@ -120,6 +152,12 @@ build kwok build_kwok
 # package that does not use them should not wait for their cold build.
 if [[ "${NODEWARD_TESTBIN_MACHINE_API:-build}" != skip ]]; then
 	build "$mapi_name" build_mapi
+fi
+# test/cluster's own run skips CRI-O too (NODEWARD_TESTBIN_CRIO=skip): only
+# test/node's CRI-O node needs it.
+if [[ "${NODEWARD_TESTBIN_CRIO:-build}" != skip ]]; then
+	build "$crio_dir/pinns" build_pinns
+	build "$crio_dir/crio" build_crio
 fi
 copy_stages
 log "all binaries ready in $dir"

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/gate"
@@ -29,6 +28,11 @@ type Snapshot struct {
 	// The hook the controller holds on a Machine before a grant is the
 	// caller's to model (MachineToHold, HookEnded).
 	Machines []MachineState
+	// MachinesGone are the Machines the informers saw removed, their keys
+	// (MachineState.Key) by the node they named, until another Machine
+	// names it: a Node still cached whose Machine is gone, granted or
+	// departing, is of a machine deleted for good.
+	MachinesGone map[string]string
 	// AgentAlive reports whether a node's agent renews its Lease.
 	AgentAlive func(node string) bool
 	// Pending are the grants written but not yet seen in Nodes. A node
@@ -179,14 +183,13 @@ func decidePlan(p *v1alpha1.UpdatePool, snap Snapshot) (planInput, *poolPlan, er
 // decidePass is Controller.planPass over a snapshot, the departed nodes
 // counted as Controller.input counts them.
 func decidePass(p *v1alpha1.UpdatePool, snap Snapshot, gates *gateVerdict) (planInput, *poolPlan, error) {
-	in, _, err := buildInput(p, snap.Pools, snap.Nodes, snapshotMachineIndex(snap.Machines), snap.AgentAlive, snap.Pending, map[string]bool{}, snap.Now)
+	in, _, err := buildInput(p, snap.Pools, snap.Nodes, snapshotMachineIndex(snap.Machines, snap.MachinesGone), snap.AgentAlive, snap.Pending, map[string]bool{}, snap.Now)
 	if err != nil {
 		return in, nil, err
 	}
 	lookup := snapshotLookup(snap)
-	servesAgain := func(name string, uid types.UID) bool { return MachineBack(uid, lookup(name)) }
 	remembered := withRecorded(snap.Departed, recordedDepartures(snap.Pools, lookup))
-	if err := countDepartures(&in, p, snap.Pools, remembered, servesAgain); err != nil {
+	if err := countDepartures(&in, p, snap.Pools, remembered, departureEnded(lookup, in.machines)); err != nil {
 		return in, nil, err
 	}
 	in.gates = gates

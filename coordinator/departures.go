@@ -72,18 +72,20 @@ func (d Departure) At(now time.Time) Departure {
 // delete): what DepartureOf reads off a deleted object that shows it.
 func grantDeparture(pool *v1alpha1.UpdatePool, v nodeView, grant string) Departure {
 	return Departure{Pool: pool.Name, DepartedNode: v1alpha1.DepartedNode{
-		Grant: grant, UID: v.uid, ControlPlane: v.controlPlane, Zone: v.zone,
+		Grant: grant, UID: v.uid, ControlPlane: v.controlPlane, Zone: v.zone, Machine: v.machine,
 	}}
 }
 
 func newDepartures() *departures { return &departures{byNode: map[string]Departure{}} }
 
-// record remembers n if it held an unfinished grant when it was deleted.
-func (d *departures) record(n *corev1.Node, now time.Time) {
+// record remembers n, whose Machine was machine ("" for none), if it held
+// an unfinished grant when it was deleted.
+func (d *departures) record(n *corev1.Node, machine string, now time.Time) {
 	dep, ok := DepartureOf(n, now)
 	if !ok {
 		return
 	}
+	dep.Machine = machine
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.byNode[n.Name] = dep
@@ -163,37 +165,36 @@ type poolDepartures struct {
 
 // countDepartures sets what in counts of departed nodes: pool's own and
 // those of unknown pool (departedFor) and, unless a control-plane node is
-// busy already, a departed control-plane node of any pool. servesAgain is
-// the controller's index (Controller.servesAgain) or a snapshot's nodes
-// (Decide).
+// busy already, a departed control-plane node of any pool. ended is the
+// controller's index or a snapshot's (departureEnded).
 func countDepartures(in *planInput, pool *v1alpha1.UpdatePool, pools []*v1alpha1.UpdatePool,
-	remembered map[string]Departure, servesAgain func(string, types.UID) bool) error {
+	remembered map[string]Departure, ended func(string, v1alpha1.DepartedNode) bool) error {
 	var err error
-	if in.departed, err = departedFor(pool, remembered, servesAgain); err != nil {
+	if in.departed, err = departedFor(pool, remembered, ended); err != nil {
 		return err
 	}
 	if in.controlPlaneBusy == "" {
-		in.controlPlaneBusy = departedControlPlane(pools, remembered, servesAgain)
+		in.controlPlaneBusy = departedControlPlane(pools, remembered, ended)
 	}
 	return nil
 }
 
 // departedFor merges pool's persisted departures with the remembered ones,
-// less the machines back (servesAgain).
-func departedFor(pool *v1alpha1.UpdatePool, remembered map[string]Departure, servesAgain func(string, types.UID) bool) (poolDepartures, error) {
+// less those ended (the machine back or gone for good).
+func departedFor(pool *v1alpha1.UpdatePool, remembered map[string]Departure, ended func(string, v1alpha1.DepartedNode) bool) (poolDepartures, error) {
 	persisted, err := departedOf(pool)
 	if err != nil {
 		return poolDepartures{}, err
 	}
 	pd := poolDepartures{counted: map[string]v1alpha1.DepartedNode{}, own: map[string]v1alpha1.DepartedNode{}}
 	for name, dn := range persisted {
-		if !servesAgain(name, dn.UID) {
+		if !ended(name, dn) {
 			pd.own[name] = dn
 		}
 	}
 	for name, dep := range remembered {
 		switch {
-		case servesAgain(name, dep.UID):
+		case ended(name, dep.DepartedNode):
 		case dep.Pool == pool.Name:
 			pd.own[name] = dep.DepartedNode
 		case dep.Pool == "":
@@ -205,19 +206,27 @@ func departedFor(pool *v1alpha1.UpdatePool, remembered map[string]Departure, ser
 	return pd, nil
 }
 
-// servesAgain reports whether the index holds a Node named name, other
-// than the departed object uid, that serves: the departed machine is back.
-func (c *Controller) servesAgain(name string, uid types.UID) bool {
-	return MachineBack(uid, c.index.node(name))
+// departureEnded is when a departure ends, for a pass that read the
+// Machines as machines: the index holds a Node of its name, other than the
+// departed object, that serves (the machine is back, MachineBack), or the
+// node's Machine is gone (the machine deleted for good: it never comes
+// back; protocol simulator, machines mode, seeds 2000022, 2000040,
+// 2000380: its departure, or a grant record never settled, held its pool
+// and the control plane for ever).
+// lookup is the Nodes by name: the controller's index, a snapshot's.
+func departureEnded(lookup func(string) *corev1.Node, machines machineView) func(string, v1alpha1.DepartedNode) bool {
+	return func(name string, dn v1alpha1.DepartedNode) bool {
+		return MachineBack(dn.UID, lookup(name)) || machines.gone(dn.Machine)
+	}
 }
 
 // departedControlPlane says why a departed control-plane node, of any
 // pool, persisted or remembered, that is not back keeps the cluster's one
 // control-plane slot ("" for none).
-func departedControlPlane(pools []*v1alpha1.UpdatePool, remembered map[string]Departure, servesAgain func(string, types.UID) bool) string {
+func departedControlPlane(pools []*v1alpha1.UpdatePool, remembered map[string]Departure, ended func(string, v1alpha1.DepartedNode) bool) string {
 	var names []string
 	add := func(name string, dn v1alpha1.DepartedNode) {
-		if dn.ControlPlane && !servesAgain(name, dn.UID) {
+		if dn.ControlPlane && !ended(name, dn) {
 			names = append(names, name)
 		}
 	}

@@ -28,7 +28,7 @@ func TestDepartureEndsOnlyWithAnotherObjectServing(t *testing.T) {
 			Status: corev1.NodeStatus{Conditions: conds}}
 	}
 	d := newDepartures()
-	d.record(node("old", ready), time.Unix(0, 0))
+	d.record(node("old", ready), "", time.Unix(0, 0))
 	d.returned(node("old", ready)) // the stale copy of the departed object
 	if _, ok := d.all()["n1"]; !ok {
 		t.Fatal("the departed object itself, serving, ended its departure")

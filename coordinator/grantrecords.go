@@ -85,15 +85,16 @@ func withRecorded(remembered, recorded map[string]Departure) map[string]Departur
 // another grant or none and no write of it is pending (pending: the grant
 // may have landed unseen), once the machine is back, or once its
 // departure is in the pool's departed nodes (own, as the pass persists
-// them).
+// them), or once its Node is gone with its Machine (gone: the machine is
+// deleted for good; its departure would end at once).
 func nextGrantRecords(pool *v1alpha1.UpdatePool, granted map[string]v1alpha1.DepartedNode, own map[string]v1alpha1.DepartedNode,
-	pending map[string]bool, lookup func(string) *corev1.Node) (current, next map[string]v1alpha1.DepartedNode, err error) {
+	pending map[string]bool, lookup func(string) *corev1.Node, gone func(string) bool) (current, next map[string]v1alpha1.DepartedNode, err error) {
 	if current, err = grantRecordsOf(pool); err != nil {
 		return nil, nil, err
 	}
 	next = map[string]v1alpha1.DepartedNode{}
 	for name, r := range current {
-		if !recordSettled(name, r, own, pending, lookup(name)) {
+		if !recordSettled(name, r, own, pending, lookup(name), gone) {
 			next[name] = r
 		}
 	}
@@ -101,13 +102,14 @@ func nextGrantRecords(pool *v1alpha1.UpdatePool, granted map[string]v1alpha1.Dep
 	return current, next, nil
 }
 
-func recordSettled(name string, r v1alpha1.DepartedNode, own map[string]v1alpha1.DepartedNode, pending map[string]bool, n *corev1.Node) bool {
+func recordSettled(name string, r v1alpha1.DepartedNode, own map[string]v1alpha1.DepartedNode, pending map[string]bool, n *corev1.Node,
+	gone func(string) bool) bool {
 	if d, ok := own[name]; ok && d.Grant == r.Grant {
 		return true
 	}
 	switch {
 	case n == nil:
-		return false
+		return !pending[name] && gone(r.Machine)
 	case r.UID != "" && n.UID != r.UID:
 		return MachineBack(r.UID, n)
 	}
@@ -154,7 +156,7 @@ func bookkeeping(pool *v1alpha1.UpdatePool, in planInput, current, records map[s
 // grantRecord is the record of grant, to be written to v by pool at now:
 // what its departure would need.
 func grantRecord(v nodeView, grant string, now time.Time) v1alpha1.DepartedNode {
-	return v1alpha1.DepartedNode{Grant: grant, UID: v.uid, ControlPlane: v.controlPlane, Zone: v.zone,
+	return v1alpha1.DepartedNode{Grant: grant, UID: v.uid, ControlPlane: v.controlPlane, Zone: v.zone, Machine: v.machine,
 		Since: metav1.NewTime(now.UTC().Truncate(time.Second))}
 }
 
@@ -205,7 +207,7 @@ func passWrites(p *v1alpha1.UpdatePool, in planInput, plan *poolPlan, lookup fun
 		names[n] = grantName(p, n, views[n].stateGrnt)
 		granted[n] = grantRecord(views[n], names[n], in.now)
 	}
-	current, records, err := nextGrantRecords(p, granted, in.departed.own, in.pending, lookup)
+	current, records, err := nextGrantRecords(p, granted, in.departed.own, in.pending, lookup, in.machines.gone)
 	if err != nil {
 		return nil, nil, err
 	}

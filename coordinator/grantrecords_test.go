@@ -57,7 +57,7 @@ func TestGrantRecordsSettleAndDepart(t *testing.T) {
 	own := map[string]v1alpha1.DepartedNode{"persisted": {Grant: "g5", UID: "u5"}}
 	granted := map[string]v1alpha1.DepartedNode{"new": {Grant: "g8", UID: "u8"}}
 
-	_, next, err := nextGrantRecords(pool, granted, own, map[string]bool{"unseen": true}, lookup)
+	_, next, err := nextGrantRecords(pool, granted, own, map[string]bool{"unseen": true}, lookup, machineView{}.gone)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestGrantRecordsSettleAndDepart(t *testing.T) {
 func TestGrantRecordsMalformed(t *testing.T) {
 	pool := &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: "p",
 		Annotations: map[string]string{v1alpha1.AnnotationGrantedNodes: "{not json"}}}
-	_, _, err := nextGrantRecords(pool, nil, nil, nil, func(string) *corev1.Node { return nil })
+	_, _, err := nextGrantRecords(pool, nil, nil, nil, func(string) *corev1.Node { return nil }, machineView{}.gone)
 	if err == nil || !strings.Contains(err.Error(), v1alpha1.AnnotationGrantedNodes) || !strings.Contains(err.Error(), "pool p") {
 		t.Fatalf("error %v: want one naming pool p and %s", err, v1alpha1.AnnotationGrantedNodes)
 	}

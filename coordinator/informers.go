@@ -103,7 +103,7 @@ func (c *Controller) nodeDeleted(n *corev1.Node) {
 		c.departures.expected(n.Name, exp, now)
 		return
 	}
-	c.departures.record(n, now)
+	c.departures.record(n, c.machines.keyOf(n.Name), now)
 }
 
 // leaseLivenessChange reports whether a Lease update changes whether its

@@ -158,10 +158,20 @@ type machineIndex struct {
 	// failed or without a node yet: no control-plane grant meanwhile.
 	controlPlane string
 	servedVersions
+	// keys are the Machines of the nodes exactly one Machine claims, and
+	// of the nodes no Machine claims any more whose last Machine is gone,
+	// by node; gone, the Machines removed, by the node they named (until
+	// another Machine names it): what a departure or a grant record keeps
+	// of its node's Machine, however the deletions of the Node and of the
+	// Machine reach the caches.
+	keys, gone map[string]string
+	// known are the records' keys, rebuilt with keys.
+	known map[string]bool
 }
 
 func newMachineIndex() *machineIndex {
-	return &machineIndex{records: map[string]machineRecord{}, servedVersions: newServedVersions()}
+	return &machineIndex{records: map[string]machineRecord{}, servedVersions: newServedVersions(),
+		keys: map[string]string{}, gone: map[string]string{}}
 }
 
 // servedVersions is the version read of each served API, by its name.
@@ -196,6 +206,9 @@ func (x *machineIndex) set(r machineRecord) bool {
 		return false
 	}
 	x.records[r.key] = r
+	if r.node != "" {
+		delete(x.gone, r.node)
+	}
 	x.rebuild()
 	return true
 }
@@ -204,8 +217,12 @@ func (x *machineIndex) set(r machineRecord) bool {
 func (x *machineIndex) remove(key string) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if _, ok := x.records[key]; !ok {
+	r, ok := x.records[key]
+	if !ok {
 		return false
+	}
+	if r.node != "" {
+		x.gone[r.node] = key
 	}
 	delete(x.records, key)
 	x.rebuild()
@@ -235,7 +252,21 @@ func (x *machineIndex) rebuild() {
 			byNode[node] = fmt.Sprintf("claimed by %d Machines (%s)", len(keys), strings.Join(keys, ", "))
 		}
 	}
-	x.byNode, x.controlPlane = byNode, ""
+	keys, known := map[string]string{}, make(map[string]bool, len(x.records))
+	for key := range x.records {
+		known[key] = true
+	}
+	for node, claimed := range claims {
+		if len(claimed) == 1 {
+			keys[node] = claimed[0]
+		}
+	}
+	for node, key := range x.gone {
+		if _, claimed := claims[node]; !claimed {
+			keys[node] = key // a cached Node whose Machine is gone
+		}
+	}
+	x.byNode, x.keys, x.known, x.controlPlane = byNode, keys, known, ""
 	if len(busy) > 0 {
 		slices.Sort(busy)
 		_, problem, _ := strings.Cut(busy[0], "\x00")
@@ -250,6 +281,19 @@ func (x *machineIndex) rebuild() {
 type machineView struct {
 	byNode       map[string]string
 	controlPlane string
+	// keys are the nodes' Machines (machineIndex.keys); known, every
+	// Machine's key.
+	keys  map[string]string
+	known map[string]bool
+}
+
+// gone reports whether the Machine key names is known no more: deleted
+// for good (a departure of its node ends). "" names none.
+func (v machineView) gone(key string) bool {
+	if key == "" {
+		return false
+	}
+	return !v.known[key]
 }
 
 // view is the index as of now. Safe on a nil index.
@@ -259,7 +303,7 @@ func (x *machineIndex) view() machineView {
 	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	return machineView{byNode: x.byNode, controlPlane: x.controlPlane}
+	return machineView{byNode: x.byNode, controlPlane: x.controlPlane, keys: x.keys, known: x.known}
 }
 
 // machineOf is the one Machine that names node, if exactly one does.
@@ -295,4 +339,11 @@ func (x *machineIndex) where(keep func(machineRecord) bool) []machineRecord {
 		}
 	}
 	return out
+}
+
+// keyOf is the Machine of node for a departure (keys).
+func (x *machineIndex) keyOf(node string) string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.keys[node]
 }

@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -257,4 +258,43 @@ func TestSoakHoldsNoMachineHook(t *testing.T) {
 		}
 		return !slices.Contains(machineHooks(ctx, t, r.dyn, name), "nodeward.io/Update"), nil
 	})
+}
+
+// TestDepartureEndsWithItsMachine: a node deleted mid-update departs and
+// keeps the pool's one slot while its machine may come back; once its
+// Machine is gone, the machine is deleted for good, the departure ends and
+// the pool's other node is granted (protocol simulator seeds 2000022,
+// 2000040, 2000380: the departure held the pool for ever).
+func TestDepartureEndsWithItsMachine(t *testing.T) {
+	const prefix = "machine-depart"
+	r := newRig(t, prefix, 2, 1)
+	installMachineAPI(r.ctx, t, r.cp)
+	machineOf := map[string]string{}
+	for i, n := range r.nodes {
+		machineOf[n] = fmt.Sprintf("%s-m%d", prefix, i)
+		createMachine(r.ctx, t, r.dyn, machineOf[n], "worker", n, "Running", true)
+	}
+	createPool(t, r.dyn, prefix, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Spec: v1alpha1.UpdatePoolSpec{
+		NodeSelector: groupSelector(prefix), OSImage: "os:md2", MaxUnavailable: ptr.To(intstrInt(1)),
+	}})
+	runCoordinator(r.ctx, t, r.cp, r.dyn, prefix)
+	g := r.agents.next(t, 30*time.Second)
+	r.agents.mustReport(r.ctx, t, g, v1alpha1.StepRebooting)
+	if err := r.cp.Client().CoreV1().Nodes().Delete(r.ctx, g.node, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPoolCondition(t, r.dyn, prefix, v1alpha1.PoolUpdating, 30*time.Second, g.node)
+	holdsFor(t, 3*time.Second, "no grant while the departed machine may come back", func() bool {
+		for _, n := range r.nodes {
+			if n != g.node && getNode(r.ctx, t, r.cp, n).Annotations[v1alpha1.AnnotationGrant] != "" {
+				return false
+			}
+		}
+		return true
+	})
+	releaseMachine(r.ctx, t, r.dyn, machineOf[g.node])
+	next := r.agents.next(t, 30*time.Second)
+	if next.node == g.node {
+		t.Fatalf("granted the departed node %s again", g.node)
+	}
 }

@@ -32,6 +32,7 @@ func isControlPlane(node *corev1.Node) bool {
 type nodeView struct {
 	name         string
 	uid          types.UID // the Node object's: another after a delete and a re-registration
+	machine      string    // its Machine's key (machineIndex.keys), "" for none
 	rv           string    // the Node's resourceVersion: writes are conditional on it
 	zone         string
 	controlPlane bool

@@ -34,6 +34,8 @@ type planInput struct {
 	// control-plane node is granted until it is released, unless this very
 	// plan releases it.
 	controlPlaneSlots map[string]string
+	// machines are the Machines beneath the nodes as of the pass's start.
+	machines machineView
 	// gates is the gates' verdict for this pass; nil until evaluated.
 	gates *gateVerdict
 	now   time.Time

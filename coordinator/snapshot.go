@@ -42,7 +42,7 @@ func (c *Controller) input(pool *v1alpha1.UpdatePool, pending map[string]bool, n
 	}
 	// After the index (departures: ordering).
 	remembered := withRecorded(c.departures.all(), recordedDepartures(pools, c.index.node))
-	err = countDepartures(&in, pool, pools, remembered, c.servesAgain)
+	err = countDepartures(&in, pool, pools, remembered, departureEnded(c.index.node, in.machines))
 	return in, silent, err
 }
 
@@ -66,7 +66,8 @@ func buildInputWith(views *poolViews, machines *machineIndex, pool *v1alpha1.Upd
 		buf = views.buf
 		pool.Spec.OSImage = interned(&views.target, pool.Spec.OSImage)
 	}
-	in := planInput{pool: pool, pending: pending, backoff: backoff, now: now, nodes: buf[:0]}
+	mv := machines.view()
+	in := planInput{pool: pool, pending: pending, backoff: backoff, now: now, nodes: buf[:0], machines: mv}
 	set, err := newPoolSet(pool, pools)
 	if err != nil {
 		return in, nil, err
@@ -76,7 +77,6 @@ func buildInputWith(views *poolViews, machines *machineIndex, pool *v1alpha1.Upd
 	}
 	var silent []*corev1.Node
 	var busy []string // unavailable control-plane nodes, "name (why)"
-	mv := machines.view()
 	var matched []poolSelector
 	for l := range nodes {
 		sel := l.cache.selection(l.node, l.rv, set, matched)
@@ -96,7 +96,7 @@ func buildInputWith(views *poolViews, machines *machineIndex, pool *v1alpha1.Upd
 			continue
 		}
 		v := l.cache.viewOf(l.node, l.rv, l.leaseOK, pool.Spec.OSImage, machine)
-		v.name = l.name
+		v.name, v.machine = l.name, mv.keys[l.name]
 		v.selected, v.shared, v.owner, v.canary = sel.selected, len(sel.matched) > 1, sel.owner, sel.canary
 		in.nodes = append(in.nodes, v)
 		if sel.selected && !l.leaseOK {

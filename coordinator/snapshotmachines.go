@@ -8,6 +8,7 @@ package coordinator
 
 import (
 	"fmt"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -38,9 +39,24 @@ type MachineState struct {
 // the Machines whose node's update ended (sweepMachines).
 const HookSweepEvery = machineSweepEvery
 
+// Key is what a departure records of m (DepartedNode.Machine): the
+// departure ends once no Machine of the Snapshot has this key.
+func (m MachineState) Key() string { return "snapshot/" + m.Name }
+
+// MachineKeyOf is the key of the one Machine of machines naming node, ""
+// when none or several do (the controller's machineIndex.keyOf, less the
+// Machines removed: the caller remembers those).
+func MachineKeyOf(machines []MachineState, node string) string {
+	r, ok := snapshotMachineIndex(machines, nil).machineOf(node)
+	if !ok {
+		return ""
+	}
+	return r.key
+}
+
 // record is m as the controller's index keeps a Machine.
 func (m MachineState) record() machineRecord {
-	r := machineRecord{key: "snapshot/" + m.Name, api: "snapshot", name: m.Name, node: m.Node,
+	r := machineRecord{key: m.Key(), api: "snapshot", name: m.Name, node: m.Node,
 		controlPlane: m.ControlPlane, deleting: m.Deleting, hooked: m.Hooked}
 	r.problem = machineProblem("machine "+m.Name, m.Deleting, m.Failed, "", m.Node, func() string {
 		if m.Remediating {
@@ -51,16 +67,18 @@ func (m MachineState) record() machineRecord {
 	return r
 }
 
-// snapshotMachineIndex is the index of machines, as the controller's
-// informers would fill it; nil for none, as where no Machine API is served.
-func snapshotMachineIndex(machines []MachineState) *machineIndex {
-	if len(machines) == 0 {
+// snapshotMachineIndex is the index of machines, and of the Machines
+// gone (their keys by the node they named), as the controller's informers
+// would fill it; nil for none, as where no Machine API is served.
+func snapshotMachineIndex(machines []MachineState, gone map[string]string) *machineIndex {
+	if len(machines) == 0 && len(gone) == 0 {
 		return nil
 	}
 	x := newMachineIndex()
 	for _, m := range machines {
-		x.records["snapshot/"+m.Name] = m.record()
+		x.records[m.Key()] = m.record()
 	}
+	maps.Copy(x.gone, gone)
 	x.rebuild()
 	return x
 }
@@ -73,7 +91,7 @@ func snapshotMachineIndex(machines []MachineState) *machineIndex {
 // the API's copy once the hook is on (a deletion may have started in
 // between): the second error drops the hook again.
 func MachineToHold(machines []MachineState, node string) (MachineState, bool, error) {
-	r, ok := snapshotMachineIndex(machines).machineOf(node)
+	r, ok := snapshotMachineIndex(machines, nil).machineOf(node)
 	if !ok {
 		return MachineState{}, false, nil
 	}

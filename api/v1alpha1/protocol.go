@@ -203,4 +203,9 @@ type DepartedNode struct {
 	Since        metav1.Time `json:"since"`
 	ControlPlane bool        `json:"controlPlane,omitempty"`
 	Zone         string      `json:"zone,omitempty"`
+	// Machine is the node's Machine when it departed ("<api>/<namespace>/
+	// <name>"; none where no Machine API is served): once that Machine is
+	// gone, its machine is deleted for good and never comes back, and the
+	// departure ends.
+	Machine string `json:"machine,omitempty"`
 }

@@ -83,6 +83,7 @@ func (c *coordinatorModel) dropped(old *corev1.Node) {
 		return
 	}
 	if d, ok := coordinator.DepartureOf(old, c.w.now); ok {
+		d.Machine = c.machineKeyOf(old.Name)
 		c.ext.departed[old.Name] = d
 		c.w.logf("coordinator: %s departed under grant %s", old.Name, d.Grant)
 	}

@@ -40,7 +40,10 @@ type coordinatorModel struct {
 	// last hook sweep.
 	machines   []coordinator.MachineState
 	machinesRV int
-	swept      time.Time
+	// machinesGone are the Machines its informers saw removed, by the
+	// node they named (the controller's machineIndex.gone).
+	machinesGone map[string]string
+	swept        time.Time
 }
 
 // expectation is a grant written but not yet seen in the cache, and the
@@ -153,7 +156,7 @@ func (c *coordinatorModel) reconcile() {
 			pending[node] = true
 		}
 		snap := coordinator.Snapshot{Pools: pools, Nodes: nodes, AgentAlive: c.w.leaseOK, Pending: pending, Now: c.w.now,
-			LeaderTerm: c.term, Machines: c.machines}
+			LeaderTerm: c.term, Machines: c.machines, MachinesGone: c.machinesGone}
 		if c.ext != nil {
 			c.extend(&snap)
 		}

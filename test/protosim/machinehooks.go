@@ -33,8 +33,30 @@ func (c *coordinatorModel) syncMachines() {
 	if c.w.mach == nil {
 		return
 	}
-	c.machines = c.w.machineStates()
-	c.machinesRV = c.w.rv
+	next := c.w.machineStates()
+	if c.machinesGone == nil {
+		c.machinesGone = map[string]string{}
+	}
+	for _, m := range c.machines {
+		if m.Node != "" && !slices.ContainsFunc(next, func(n coordinator.MachineState) bool { return n.Name == m.Name }) {
+			c.machinesGone[m.Node] = m.Key()
+		}
+	}
+	for _, m := range next {
+		if m.Node != "" {
+			delete(c.machinesGone, m.Node)
+		}
+	}
+	c.machines, c.machinesRV = next, c.w.rv
+}
+
+// machineKeyOf is what the controller records of node's Machine when its
+// Node is deleted (machineIndex.keyOf).
+func (c *coordinatorModel) machineKeyOf(node string) string {
+	if key := coordinator.MachineKeyOf(c.machines, node); key != "" {
+		return key
+	}
+	return c.machinesGone[node]
 }
 
 // holdHook is the controller's holdMachineHook before it writes a grant

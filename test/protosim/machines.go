@@ -271,6 +271,12 @@ func (w *World) deletionStep(m *simMachine) {
 		w.machineGone(m.node)
 		w.logf("machine controller: node %s of %s deleted", m.node, m.name)
 	default:
+		if m.node != "" {
+			// The Node was deleted before (a fault): the instance goes
+			// with the Machine all the same, and its kubelet never
+			// registers the Node again.
+			w.machineGone(m.node)
+		}
 		w.mach.machines = slices.DeleteFunc(w.mach.machines, func(x *simMachine) bool { return x == m })
 		delete(w.mach.hookIdle, m.name)
 		w.logf("machine controller: %s deleted", m.name)
@@ -289,7 +295,9 @@ func (w *World) machineGone(name string) {
 	delete(w.adminCordoned, name)
 	delete(w.pdbBlocked, name)
 	if w.x != nil {
-		w.x.deletedByUID[old.UID] = old
+		if old != nil {
+			w.x.deletedByUID[old.UID] = old
+		}
 		delete(w.x.departed, name)
 		delete(w.x.unregistered, name)
 	}

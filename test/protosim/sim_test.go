@@ -73,18 +73,27 @@ func TestSimulate(t *testing.T) {
 		})
 		first = freshStart(corpus.maxSeed(), randomUint64(t))
 	}
-	t.Run("fresh", func(t *testing.T) {
-		sc := freshScenario()
-		replay := fmt.Sprintf("go test ./test/protosim -run TestSimulate -protosim.first=%d -protosim.seeds=%d%s", first, *seeds, modeFlag(sc))
-		t.Logf("fresh seeds %d..%d (%s mode); replay this range: %s", first, first+uint64(*seeds)-1, modeName(sc), replay)
-		start := time.Now()
-		results := playSeeds(t, seedRange(first, *seeds, sc))
-		summarize(t, results, replay, start)
-	})
+	scenarios := freshScenarios()
+	for i, sc := range scenarios {
+		// The seeds are shared out: each mode plays a range of its own.
+		count := *seeds / len(scenarios)
+		if i == len(scenarios)-1 {
+			count = *seeds - count*i
+		}
+		from := first + uint64(i*(*seeds/len(scenarios)))
+		t.Run("fresh/"+modeName(sc), func(t *testing.T) {
+			replay := fmt.Sprintf("go test ./test/protosim -run TestSimulate -protosim.first=%d -protosim.seeds=%d%s", from, count, modeFlag(sc))
+			t.Logf("fresh seeds %d..%d (%s mode); replay this range: %s", from, from+uint64(count)-1, modeName(sc), replay)
+			start := time.Now()
+			results := playSeeds(t, seedRange(from, count, sc))
+			summarize(t, results, replay, start)
+		})
+	}
 }
 
-// freshScenario is what fresh seeds play: the extended and fenced modes,
-// unless -protosim.classic; the machines mode with -protosim.machines.
+// freshScenario is what one seed plays (-protosim.seed) when the corpus
+// does not say: the fenced mode, unless -protosim.classic or
+// -protosim.machines.
 func freshScenario() Scenario {
 	switch {
 	case *classic:
@@ -93,6 +102,15 @@ func freshScenario() Scenario {
 		return MachinesScenario()
 	}
 	return FencedScenario()
+}
+
+// freshScenarios are what fresh seeds play: half the fenced mode and half
+// the machines mode, unless a flag picks one.
+func freshScenarios() []Scenario {
+	if *classic || *machines {
+		return []Scenario{freshScenario()}
+	}
+	return []Scenario{FencedScenario(), MachinesScenario()}
 }
 
 func modeName(sc Scenario) string {

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/coordinator"
@@ -131,36 +132,21 @@ func startAgent(t *testing.T, cp *cluster.ControlPlane, node string, healthy *at
 // deleted node is gone, not down), and the most holding a grant at once.
 func watchDown(t *testing.T, cp *cluster.ControlPlane, group string) (down, granted func() int) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := cp.Client().CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: cluster.GroupLabel + "=" + group})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	isDown, hasGrant := map[string]bool{}, map[string]bool{}
 	peakDown, peakGranted := 0, 0
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			n, ok := ev.Object.(*corev1.Node)
-			if !ok {
-				continue
-			}
-			mu.Lock()
-			isDown[n.Name] = n.Spec.Unschedulable || v1alpha1.NotServing(n) != ""
-			hasGrant[n.Name] = n.Annotations[v1alpha1.AnnotationGrant] != ""
-			if ev.Type == "DELETED" {
-				// A deleted node is gone from the pool, not down in it.
-				delete(isDown, n.Name)
-				delete(hasGrant, n.Name)
-			}
-			peakDown, peakGranted = max(peakDown, countTrue(isDown)), max(peakGranted, countTrue(hasGrant))
-			mu.Unlock()
+	watchNodes(t, cp, group, func(_ context.Context, ev watch.EventType, n *corev1.Node) {
+		mu.Lock()
+		defer mu.Unlock()
+		isDown[n.Name] = n.Spec.Unschedulable || v1alpha1.NotServing(n) != ""
+		hasGrant[n.Name] = n.Annotations[v1alpha1.AnnotationGrant] != ""
+		if ev == watch.Deleted {
+			// A deleted node is gone from the pool, not down in it.
+			delete(isDown, n.Name)
+			delete(hasGrant, n.Name)
 		}
-	}()
-	t.Cleanup(func() { cancel(); w.Stop(); <-done })
+		peakDown, peakGranted = max(peakDown, countTrue(isDown)), max(peakGranted, countTrue(hasGrant))
+	})
 	peak := func(p *int) func() int {
 		return func() int {
 			mu.Lock()
@@ -169,6 +155,28 @@ func watchDown(t *testing.T, cp *cluster.ControlPlane, group string) (down, gran
 		}
 	}
 	return peak(&peakDown), peak(&peakGranted)
+}
+
+// watchNodes calls each with every event of group's nodes, one at a time,
+// until the test ends; ctx ends with the watch.
+func watchNodes(t *testing.T, cp *cluster.ControlPlane, group string, each func(ctx context.Context, ev watch.EventType, n *corev1.Node)) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := cp.Client().CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: cluster.GroupLabel + "=" + group})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if n, ok := ev.Object.(*corev1.Node); ok {
+				each(ctx, ev.Type, n)
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); w.Stop(); <-done })
 }
 
 func countTrue(m map[string]bool) int {

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/test/cluster"
@@ -113,46 +114,31 @@ func controlPlaneMachines(t *testing.T, prefix string) (*cluster.ControlPlane, *
 // ends. It returns when the first grant was seen.
 func watchControlPlaneGrants(t *testing.T, cp *cluster.ControlPlane, mapi *machineapi.Controllers, group string) func() time.Time {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := cp.Client().CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: cluster.GroupLabel + "=" + group})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	var first time.Time
 	var violations []string
-	seen := map[string]string{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			n, ok := ev.Object.(*corev1.Node)
-			grant := ""
-			if ok {
-				grant = n.Annotations[v1alpha1.AnnotationGrant]
-			}
-			if grant == "" || seen[n.Name] == grant {
-				continue
-			}
-			seen[n.Name] = grant
-			why := controlPlaneInTheWay(ctx, mapi)
-			mu.Lock()
-			if first.IsZero() {
-				first = time.Now()
-			}
-			if why != "" {
-				violations = append(violations, fmt.Sprintf("control-plane node %s granted (%s) while %s", n.Name, grant, why))
-			}
-			mu.Unlock()
-		}
-	}()
+	// Registered before the watch's own cleanup, this runs after it: the
+	// watch has stopped.
 	t.Cleanup(func() {
-		cancel()
-		w.Stop()
-		<-done
 		for _, v := range violations {
 			t.Error(v)
+		}
+	})
+	seen := map[string]string{}
+	watchNodes(t, cp, group, func(ctx context.Context, _ watch.EventType, n *corev1.Node) {
+		grant := n.Annotations[v1alpha1.AnnotationGrant]
+		if grant == "" || seen[n.Name] == grant {
+			return
+		}
+		seen[n.Name] = grant
+		why := controlPlaneInTheWay(ctx, mapi)
+		mu.Lock()
+		defer mu.Unlock()
+		if first.IsZero() {
+			first = time.Now()
+		}
+		if why != "" {
+			violations = append(violations, fmt.Sprintf("control-plane node %s granted (%s) while %s", n.Name, grant, why))
 		}
 	})
 	return func() time.Time {

@@ -135,7 +135,7 @@ func watchDown(t *testing.T, cp *cluster.ControlPlane, group string) (down, gran
 	var mu sync.Mutex
 	isDown, hasGrant := map[string]bool{}, map[string]bool{}
 	peakDown, peakGranted := 0, 0
-	watchNodes(t, cp, group, func(_ context.Context, ev watch.EventType, n *corev1.Node) {
+	cluster.WatchNodes(t, cp.Client(), metav1.ListOptions{LabelSelector: cluster.GroupLabel + "=" + group}, func(_ context.Context, ev watch.EventType, n *corev1.Node) {
 		mu.Lock()
 		defer mu.Unlock()
 		isDown[n.Name] = n.Spec.Unschedulable || v1alpha1.NotServing(n) != ""
@@ -155,28 +155,6 @@ func watchDown(t *testing.T, cp *cluster.ControlPlane, group string) (down, gran
 		}
 	}
 	return peak(&peakDown), peak(&peakGranted)
-}
-
-// watchNodes calls each with every event of group's nodes, one at a time,
-// until the test ends; ctx ends with the watch.
-func watchNodes(t *testing.T, cp *cluster.ControlPlane, group string, each func(ctx context.Context, ev watch.EventType, n *corev1.Node)) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := cp.Client().CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: cluster.GroupLabel + "=" + group})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			if n, ok := ev.Object.(*corev1.Node); ok {
-				each(ctx, ev.Type, n)
-			}
-		}
-	}()
-	t.Cleanup(func() { cancel(); w.Stop(); <-done })
 }
 
 func countTrue(m map[string]bool) int {

@@ -125,7 +125,7 @@ func watchControlPlaneGrants(t *testing.T, cp *cluster.ControlPlane, mapi *machi
 		}
 	})
 	seen := map[string]string{}
-	watchNodes(t, cp, group, func(ctx context.Context, _ watch.EventType, n *corev1.Node) {
+	cluster.WatchNodes(t, cp.Client(), metav1.ListOptions{LabelSelector: cluster.GroupLabel + "=" + group}, func(ctx context.Context, _ watch.EventType, n *corev1.Node) {
 		grant := n.Annotations[v1alpha1.AnnotationGrant]
 		if grant == "" || seen[n.Name] == grant {
 			return

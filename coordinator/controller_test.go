@@ -162,7 +162,7 @@ func watchInvariant(ctx context.Context, t *testing.T, cp *cluster.ControlPlane,
 
 // runCoordinator runs a coordinator of suite's pools until ctx ends, its
 // Config amended by each of with.
-func runCoordinator(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, dyn dynamic.Interface, suite string,
+func runCoordinator(ctx context.Context, t testing.TB, cp *cluster.ControlPlane, dyn dynamic.Interface, suite string,
 	with ...func(*coordinator.Config)) {
 	opts := coordinator.Config{Client: cp.Kube(), Dynamic: dyn, Resync: time.Second,
 		PoolLabelSelector: suiteLabel + "=" + suite, DisableGuard: true,
@@ -184,7 +184,7 @@ func runCoordinator(ctx context.Context, t *testing.T, cp *cluster.ControlPlane,
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))

@@ -118,19 +118,10 @@ func machineBenchSetup(ctx context.Context, b *testing.B) (*cluster.ControlPlane
 // reported to planned, until the benchmark ends.
 func runBenchCoordinator(ctx context.Context, b *testing.B, cp *cluster.ControlPlane, dyn dynamic.Interface, suite string,
 	planned func(pool string, unavailable map[string]string)) {
-	opts := coordinator.Config{Client: cp.Kube(), Dynamic: dyn, Resync: time.Second,
-		PoolLabelSelector: suiteLabel + "=" + suite, DisableGuard: true, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	coordinator.SetTestHooks(&opts, nil, planned)
-	c := coordinator.New(opts)
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := c.Run(ctx); err != nil && ctx.Err() == nil {
-			b.Errorf("coordinator: %v", err)
-		}
-	}()
-	b.Cleanup(func() { cancel(); <-done })
+	runCoordinator(ctx, b, cp, dyn, suite, func(o *coordinator.Config) {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		coordinator.SetTestHooks(o, nil, planned)
+	})
 }
 
 // createHeldMachine creates a Running Machine linked to node, with the

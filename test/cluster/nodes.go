@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 )
 
 const (
@@ -178,4 +180,29 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func(ctx con
 		defer mu.Unlock()
 		t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, last)
 	}
+}
+
+// WatchNodes calls each with every event of the nodes a watch with opts
+// delivers, one at a time from one goroutine, until the test ends; ctx ends
+// with the watch. The watch has stopped when the test's earlier-registered
+// cleanups run.
+func WatchNodes(t testing.TB, client kubernetes.Interface, opts metav1.ListOptions,
+	each func(ctx context.Context, ev watch.EventType, n *corev1.Node)) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := client.CoreV1().Nodes().Watch(ctx, opts)
+	if err != nil {
+		cancel()
+		t.Fatalf("watch nodes (%+v): %v", opts, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if n, ok := ev.Object.(*corev1.Node); ok {
+				each(ctx, ev.Type, n)
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); w.Stop(); <-done })
 }

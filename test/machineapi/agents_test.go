@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/coordinator"
@@ -22,75 +23,130 @@ import (
 	"github.com/nodeward/nodeward/test/sim"
 )
 
-// The helpers of the tests that kill and restart agents, or add nodes
-// mid-test: runAgents keeps its agents to itself.
+// The helpers that run agents, and watch the nodes they update.
 
-// startAgent runs an agent (the real update machine on a simulated host)
-// on node until the test ends, and returns it so the test can kill and
-// restart it. healthy, when not nil, holds the update in WaitingHealthy
-// after the reboot until it is true: a known point mid-update, with the
-// grant held and no reboot under way.
+// agentRunner runs agents (the real update machine on simulated hosts
+// booted in os-1, rebooting in 3 s, each adjusted by tune before it
+// starts) until stop: the one way this package runs agents.
+type agentRunner struct {
+	cp     *cluster.ControlPlane
+	tune   func(*sim.SimNode)
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	agents map[string]*sim.SimNode
+}
+
+func newAgentRunner(cp *cluster.ControlPlane, tune func(*sim.SimNode)) *agentRunner {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &agentRunner{cp: cp, tune: tune, ctx: ctx, cancel: cancel, agents: map[string]*sim.SimNode{}}
+}
+
+// start runs node's agent, unless it runs already, and returns it.
+func (r *agentRunner) start(tb testing.TB, node string) *sim.SimNode {
+	tb.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := r.agents[node]; n != nil {
+		return n
+	}
+	n := &sim.SimNode{Name: node, Host: sim.NewSimHost("os-1"), StateDir: tb.TempDir(), RestConfig: r.cp.Config(),
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), RebootDelay: 3 * time.Second}
+	r.tune(n)
+	r.agents[node] = n
+	r.wg.Go(func() { n.RunReboots(r.ctx) })
+	if err := n.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
+// addWithLease starts node's agent with a liveness Lease, unless it runs
+// already: for a node that joins mid-test (a replacement).
+func (r *agentRunner) addWithLease(tb testing.TB, node string) {
+	tb.Helper()
+	r.mu.Lock()
+	running := r.agents[node] != nil
+	r.mu.Unlock()
+	if running {
+		return
+	}
+	if err := cluster.CreateAgentLeases(r.ctx, r.cp.Client(), []string{node}); err != nil {
+		tb.Fatal(err)
+	}
+	r.start(tb, node)
+}
+
+// stop ends every agent and waits for them.
+func (r *agentRunner) stop() {
+	r.cancel()
+	r.wg.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, n := range r.agents {
+		n.Kill()
+	}
+}
+
+// runAgents runs an agent on each node until the test ends.
+func runAgents(t *testing.T, cp *cluster.ControlPlane, nodes []string) {
+	t.Helper()
+	runAgentsWith(t, cp, nodes, func(*sim.SimNode) {})
+}
+
+// runAgentsWith is runAgents with each simulated node adjusted by tune
+// before its agent starts.
+func runAgentsWith(t *testing.T, cp *cluster.ControlPlane, nodes []string, tune func(*sim.SimNode)) {
+	t.Helper()
+	r := newAgentRunner(cp, tune)
+	t.Cleanup(r.stop)
+	for _, node := range nodes {
+		r.start(t, node)
+	}
+}
+
+// startAgent runs an agent on node until the test ends, and returns it so
+// the test can kill and restart it. healthy, when not nil, holds the
+// update in WaitingHealthy after the reboot until it is true: a known
+// point mid-update, with the grant held and no reboot under way.
 func startAgent(t *testing.T, cp *cluster.ControlPlane, node string, healthy *atomic.Bool) *sim.SimNode {
 	t.Helper()
-	n := &sim.SimNode{Name: node, Host: sim.NewSimHost("os-1"), StateDir: t.TempDir(), RestConfig: cp.Config(),
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), RebootDelay: 3 * time.Second}
-	if healthy != nil {
+	r := newAgentRunner(cp, func(n *sim.SimNode) {
+		if healthy == nil {
+			return
+		}
 		n.Check = func(ctx context.Context, node *corev1.Node) (bool, string, error) {
 			if !healthy.Load() {
 				return false, "held by the test", nil
 			}
 			return update.Serving(ctx, node)
 		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		n.Kill()
 	})
-	wg.Go(func() { n.RunReboots(ctx) })
-	if err := n.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	t.Cleanup(r.stop)
+	return r.start(t, node)
 }
 
-// watchDownIn is watchDown over the nodes of group (watchDown watches
-// group "coord" only): the most of them seen down at once, and the most
-// holding a grant at once.
-func watchDownIn(t *testing.T, cp *cluster.ControlPlane, group string) (down, granted func() int) {
+// watchDown watches the nodes of group and returns functions giving the
+// most of them seen down at once so far (unschedulable or not serving; a
+// deleted node is gone, not down), and the most holding a grant at once.
+func watchDown(t *testing.T, cp *cluster.ControlPlane, group string) (down, granted func() int) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := cp.Client().CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: cluster.GroupLabel + "=" + group})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	isDown, hasGrant := map[string]bool{}, map[string]bool{}
 	peakDown, peakGranted := 0, 0
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			n, ok := ev.Object.(*corev1.Node)
-			if !ok {
-				continue
-			}
-			mu.Lock()
-			isDown[n.Name] = n.Spec.Unschedulable || v1alpha1.NotServing(n) != ""
-			hasGrant[n.Name] = n.Annotations[v1alpha1.AnnotationGrant] != ""
-			if ev.Type == "DELETED" {
-				// A deleted node is gone from the pool, not down in it.
-				delete(isDown, n.Name)
-				delete(hasGrant, n.Name)
-			}
-			peakDown, peakGranted = max(peakDown, countTrue(isDown)), max(peakGranted, countTrue(hasGrant))
-			mu.Unlock()
+	cluster.WatchNodes(t, cp.Client(), metav1.ListOptions{LabelSelector: cluster.GroupLabel + "=" + group}, func(_ context.Context, ev watch.EventType, n *corev1.Node) {
+		mu.Lock()
+		defer mu.Unlock()
+		isDown[n.Name] = n.Spec.Unschedulable || v1alpha1.NotServing(n) != ""
+		hasGrant[n.Name] = n.Annotations[v1alpha1.AnnotationGrant] != ""
+		if ev == watch.Deleted {
+			// A deleted node is gone from the pool, not down in it.
+			delete(isDown, n.Name)
+			delete(hasGrant, n.Name)
 		}
-	}()
-	t.Cleanup(func() { cancel(); w.Stop(); <-done })
+		peakDown, peakGranted = max(peakDown, countTrue(isDown)), max(peakGranted, countTrue(hasGrant))
+	})
 	peak := func(p *int) func() int {
 		return func() int {
 			mu.Lock()

@@ -10,10 +10,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/test/cluster"
@@ -42,7 +41,7 @@ func TestControlPlaneReplacementHoldsControlPlaneGrants(t *testing.T) {
 	began := time.Now()
 	cp, mapi, nodes := controlPlaneMachines(t, prefix)
 	ctx := context.Background()
-	down, granted := watchDownIn(t, cp, prefix)
+	down, granted := watchDown(t, cp, prefix)
 	grants := watchControlPlaneGrants(t, cp, mapi, prefix)
 	createPool(t, cp, prefix)
 	old, oldNode, replacement := prefix+"-m0", nodes[0], prefix+"-m3"
@@ -54,7 +53,7 @@ func TestControlPlaneReplacementHoldsControlPlaneGrants(t *testing.T) {
 	coordinatortest.Start(t, cp, coordinatortest.Options{Pools: prefix, Resync: time.Second})
 
 	// The replacement provisions: the pool waits, naming it.
-	waitPoolHeld(t, cp, prefix, replacement, "provisioning")
+	waitPoolNames(t, mapi, prefix, replacement, "provisioning")
 	mapi.DeleteMachine(ctx, old)
 	waitDrainHeldBy(t, mapi, old, etcdHook.Name)
 	// Its instance booted, the replacement's node joins and its agent
@@ -65,7 +64,7 @@ func TestControlPlaneReplacementHoldsControlPlaneGrants(t *testing.T) {
 	})
 	waitLinked(t, cp, mapi, replacement, replacement)
 	startAgent(t, cp, replacement, nil)
-	waitPoolHeld(t, cp, prefix, oldNode, "")
+	waitPoolNames(t, mapi, prefix, oldNode)
 	if m, err := mapi.Machine(ctx, old); err != nil || m.DeletionTimestamp == nil || !slices.Contains(hookNames(m), etcdHook.Name) {
 		t.Fatalf("old Machine %s: want deleting and held by %s, got %+v (%v)", old, etcdHook.Name, m, err)
 	}
@@ -100,23 +99,8 @@ func TestControlPlaneReplacementHoldsControlPlaneGrants(t *testing.T) {
 // runs their agents.
 func controlPlaneMachines(t *testing.T, prefix string) (*cluster.ControlPlane, *machineapi.Controllers, []string) {
 	t.Helper()
-	cp := env.ControlPlane(t)
-	mapi := machineapi.Start(t, cp, machineapi.Options{})
-	ctx := context.Background()
-	if err := cp.InstallCRDs(ctx); err != nil {
-		t.Fatal(err)
-	}
-	nodes := cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 3, Role: "control-plane",
-		Labels: map[string]string{"node-role.kubernetes.io/master": ""}})
-	for i, node := range nodes {
-		name := fmt.Sprintf("%s-m%d", prefix, i)
-		mapi.CreateMachine(ctx, machineapi.MachineSpec{Name: name, Role: "master", NodeName: node,
-			PreDrainHooks: []machineapi.Hook{etcdHook}})
-		waitLinked(t, cp, mapi, name, node)
-	}
-	if err := cluster.CreateAgentLeases(ctx, cp.Client(), nodes); err != nil {
-		t.Fatal(err)
-	}
+	cp, mapi, nodes := adoptedNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 3, Role: "control-plane",
+		Labels: map[string]string{"node-role.kubernetes.io/master": ""}}, "master", []machineapi.Hook{etcdHook})
 	for _, node := range nodes {
 		startAgent(t, cp, node, nil)
 	}
@@ -130,46 +114,31 @@ func controlPlaneMachines(t *testing.T, prefix string) (*cluster.ControlPlane, *
 // ends. It returns when the first grant was seen.
 func watchControlPlaneGrants(t *testing.T, cp *cluster.ControlPlane, mapi *machineapi.Controllers, group string) func() time.Time {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := cp.Client().CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: cluster.GroupLabel + "=" + group})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	var first time.Time
 	var violations []string
-	seen := map[string]string{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			n, ok := ev.Object.(*corev1.Node)
-			grant := ""
-			if ok {
-				grant = n.Annotations[v1alpha1.AnnotationGrant]
-			}
-			if grant == "" || seen[n.Name] == grant {
-				continue
-			}
-			seen[n.Name] = grant
-			why := controlPlaneInTheWay(ctx, mapi)
-			mu.Lock()
-			if first.IsZero() {
-				first = time.Now()
-			}
-			if why != "" {
-				violations = append(violations, fmt.Sprintf("control-plane node %s granted (%s) while %s", n.Name, grant, why))
-			}
-			mu.Unlock()
-		}
-	}()
+	// Registered before the watch's own cleanup, this runs after it: the
+	// watch has stopped.
 	t.Cleanup(func() {
-		cancel()
-		w.Stop()
-		<-done
 		for _, v := range violations {
 			t.Error(v)
+		}
+	})
+	seen := map[string]string{}
+	cluster.WatchNodes(t, cp.Client(), metav1.ListOptions{LabelSelector: cluster.GroupLabel + "=" + group}, func(ctx context.Context, _ watch.EventType, n *corev1.Node) {
+		grant := n.Annotations[v1alpha1.AnnotationGrant]
+		if grant == "" || seen[n.Name] == grant {
+			return
+		}
+		seen[n.Name] = grant
+		why := controlPlaneInTheWay(ctx, mapi)
+		mu.Lock()
+		defer mu.Unlock()
+		if first.IsZero() {
+			first = time.Now()
+		}
+		if why != "" {
+			violations = append(violations, fmt.Sprintf("control-plane node %s granted (%s) while %s", n.Name, grant, why))
 		}
 	})
 	return func() time.Time {
@@ -199,35 +168,35 @@ func controlPlaneInTheWay(ctx context.Context, mapi *machineapi.Controllers) str
 	return strings.Join(why, "; ")
 }
 
-// waitPoolHeld waits until pool's Updating condition names name (a
-// Machine or node) with why: the coordinator saw it and counts it.
-func waitPoolHeld(t *testing.T, cp *cluster.ControlPlane, pool, name, why string) {
-	t.Helper()
-	dyn, err := dynamic.NewForConfig(cp.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cluster.WaitFor(t, time.Minute, fmt.Sprintf("pool %s waiting on %s (%s)", pool, name, why), func(ctx context.Context) (bool, error) {
-		obj, err := dyn.Resource(v1alpha1.UpdatePoolResource()).Get(ctx, pool, metav1.GetOptions{})
+// waitPoolNames waits until pool's Updating condition names each of want
+// (a Machine or node, and why it is counted): the coordinator saw it.
+func waitPoolNames(tb testing.TB, mapi *machineapi.Controllers, pool string, want ...string) {
+	tb.Helper()
+	cluster.WaitFor(tb, time.Minute, fmt.Sprintf("pool %s's status naming %q", pool, want), func(ctx context.Context) (bool, error) {
+		p, err := mapi.Dynamic.Resource(v1alpha1.UpdatePoolResource()).Get(ctx, pool, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
-		msg := updatingMessage(obj)
-		return strings.Contains(msg, name) && strings.Contains(msg, why), fmt.Errorf("Updating: %q", msg)
+		msg := poolUpdatingMessage(p)
+		for _, w := range want {
+			if !strings.Contains(msg, w) {
+				return false, fmt.Errorf("Updating: %q", msg)
+			}
+		}
+		return true, nil
 	})
 }
 
-func updatingMessage(obj *unstructured.Unstructured) string {
-	raw, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	var conds []metav1.Condition
-	for _, r := range raw {
-		m, _ := r.(map[string]any)
-		typ, _ := m["type"].(string)
-		msg, _ := m["message"].(string)
-		conds = append(conds, metav1.Condition{Type: typ, Message: msg})
-	}
-	if c := meta.FindStatusCondition(conds, v1alpha1.PoolUpdating); c != nil {
-		return c.Message
+// poolUpdatingMessage is the message of a pool's Updating condition, which
+// lists its unavailable nodes and why.
+func poolUpdatingMessage(p *unstructured.Unstructured) string {
+	conds, _, _ := unstructured.NestedSlice(p.Object, "status", "conditions")
+	for _, c := range conds {
+		cond, _ := c.(map[string]any)
+		if cond["type"] == v1alpha1.PoolUpdating {
+			msg, _ := cond["message"].(string)
+			return msg
+		}
 	}
 	return ""
 }

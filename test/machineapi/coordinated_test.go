@@ -7,11 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -22,7 +20,6 @@ import (
 	"github.com/nodeward/nodeward/test/cluster"
 	"github.com/nodeward/nodeward/test/coordinatortest"
 	"github.com/nodeward/nodeward/test/machineapi"
-	"github.com/nodeward/nodeward/test/sim"
 )
 
 // TestMachineDeletedMidUpdateWaitsForTheUpdate runs nodeward's coordinator
@@ -37,7 +34,7 @@ func TestMachineDeletedMidUpdateWaitsForTheUpdate(t *testing.T) {
 	const prefix = "coord"
 	cp, mapi, nodes := machinesWithAgents(t, prefix)
 	ctx := context.Background()
-	down := watchDown(t, cp, nodes)
+	down, _ := watchDown(t, cp, prefix)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -97,50 +94,6 @@ func TestMachineDeletedMidUpdateWaitsForTheUpdate(t *testing.T) {
 	}
 }
 
-// watchDown watches nodes and returns a function giving the most of them
-// seen down at once so far: unschedulable, not Ready, or gone.
-func watchDown(t *testing.T, cp *cluster.ControlPlane, nodes []string) func() int {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := cp.Client().CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: cluster.GroupLabel + "=coord"})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	isDown, peak := map[string]bool{}, 0
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			n, ok := ev.Object.(*corev1.Node)
-			if !ok {
-				continue
-			}
-			mu.Lock()
-			isDown[n.Name] = n.Spec.Unschedulable || v1alpha1.NotServing(n) != ""
-			if ev.Type == "DELETED" {
-				// A deleted node is gone from the pool, not down in it.
-				delete(isDown, n.Name)
-			}
-			count := 0
-			for _, d := range isDown {
-				if d {
-					count++
-				}
-			}
-			peak = max(peak, count)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() { cancel(); w.Stop(); <-done })
-	return func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return peak
-	}
-}
-
 // TestMachineDeletedWhileStagedHoldsThePool: the Machine of one of two
 // staged nodes is deleted before the rollout starts. Under maxUnavailable 1
 // the coordinator grants the other node nothing while the machine
@@ -176,44 +129,21 @@ func TestMachineDeletedWhileStagedHoldsThePool(t *testing.T) {
 	})
 }
 
-// runAgents runs an agent (the real update machine on a simulated host) on
-// each node until the test ends.
-func runAgents(t *testing.T, cp *cluster.ControlPlane, nodes []string) {
-	t.Helper()
-	runAgentsWith(t, cp, nodes, func(*sim.SimNode) {})
-}
-
-// runAgentsWith is runAgents with each simulated node adjusted by tune
-// before its agent starts.
-func runAgentsWith(t *testing.T, cp *cluster.ControlPlane, nodes []string, tune func(*sim.SimNode)) {
-	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	runCtx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var agents []*sim.SimNode
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		for _, n := range agents {
-			n.Kill()
-		}
-	})
-	for _, node := range nodes {
-		n := &sim.SimNode{Name: node, Host: sim.NewSimHost("os-1"), StateDir: t.TempDir(), RestConfig: cp.Config(), Log: log,
-			RebootDelay: 3 * time.Second}
-		tune(n)
-		agents = append(agents, n)
-		wg.Go(func() { n.RunReboots(runCtx) })
-		if err := n.Start(); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // machinesWithAgents starts the Machine API controllers, and two nodes of
 // prefix, each adopted by a Machine (prefix-m0, prefix-m1) and run by an
 // agent with a renewed Lease.
 func machinesWithAgents(t *testing.T, prefix string) (*cluster.ControlPlane, *machineapi.Controllers, []string) {
+	t.Helper()
+	cp, mapi, nodes := adoptedNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 2, Role: "worker"}, "worker", nil)
+	runAgents(t, cp, nodes)
+	return cp, mapi, nodes
+}
+
+// adoptedNodes starts the Machine API controllers and creates the nodes of
+// spec, each adopted by a Machine of machineRole carrying hooks (the
+// Machine of spec.Prefix-<i> is spec.Prefix-m<i>) and linked to it, each
+// with an agent Lease; no agent runs yet.
+func adoptedNodes(t *testing.T, spec cluster.NodeSpec, machineRole string, hooks []machineapi.Hook) (*cluster.ControlPlane, *machineapi.Controllers, []string) {
 	t.Helper()
 	cp := env.ControlPlane(t)
 	mapi := machineapi.Start(t, cp, machineapi.Options{})
@@ -221,31 +151,37 @@ func machinesWithAgents(t *testing.T, prefix string) (*cluster.ControlPlane, *ma
 	if err := cp.InstallCRDs(ctx); err != nil {
 		t.Fatal(err)
 	}
-	nodes := cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 2, Role: "worker"})
+	nodes := cp.CreateNodes(t, spec)
 	for i, node := range nodes {
-		name := fmt.Sprintf("%s-m%d", prefix, i)
-		mapi.CreateMachine(ctx, machineapi.MachineSpec{Name: name, Role: "worker", NodeName: node})
+		name := fmt.Sprintf("%s-m%d", spec.Prefix, i)
+		mapi.CreateMachine(ctx, machineapi.MachineSpec{Name: name, Role: machineRole, NodeName: node, PreDrainHooks: hooks})
 		waitLinked(t, cp, mapi, name, node)
 	}
 	if err := cluster.CreateAgentLeases(ctx, cp.Client(), nodes); err != nil {
 		t.Fatal(err)
 	}
-	runAgents(t, cp, nodes)
 	return cp, mapi, nodes
 }
 
-// createPool creates the pool of prefix's nodes, to os-2 with
-// maxUnavailable 1, for the coordinator of prefix.
-func createPool(t *testing.T, cp *cluster.ControlPlane, prefix string) {
-	t.Helper()
+// createPool creates the pool of group's nodes, to os-2 with
+// maxUnavailable 1, for the coordinator of group.
+func createPool(tb testing.TB, cp *cluster.ControlPlane, group string) {
+	tb.Helper()
+	createPoolPaused(tb, cp, group, false)
+}
+
+// createPoolPaused is createPool, the pool paused (nothing granted) when
+// paused is true.
+func createPoolPaused(tb testing.TB, cp *cluster.ControlPlane, group string, paused bool) {
+	tb.Helper()
 	dyn, err := dynamic.NewForConfig(cp.Config())
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	pool := &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix, Labels: coordinatortest.PoolLabels(prefix)},
-		Spec: v1alpha1.UpdatePoolSpec{OSImage: "os-2", MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: prefix}}}}
+	pool := &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: group, Labels: coordinatortest.PoolLabels(group)},
+		Spec: v1alpha1.UpdatePoolSpec{OSImage: "os-2", MaxUnavailable: ptr.To(intstr.FromInt32(1)), Paused: paused,
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{cluster.GroupLabel: group}}}}
 	if err := cluster.CreatePool(context.Background(), dyn, pool); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,14 +46,14 @@ func BenchmarkMachineDeletionToUnavailable(b *testing.B) {
 	const set = "figdel"
 	mapi.CreateMachineSet(ctx, machineapi.MachineSetSpec{Name: set, Replicas: 3, Role: "worker",
 		PreDrainHooks: []machineapi.Hook{benchHold}})
-	setMachines(b, mapi, set, 3, 2*time.Minute)
-	benchPool(b, cp, set, true)
+	waitMachineSet(b, cp, mapi, set, 2*time.Minute, 3)
+	createPoolPaused(b, cp, set, true)
 	coordinatortest.Start(b, cp, coordinatortest.Options{Pools: set, Resync: time.Second})
 	watched, pooled, statusAt := watchDeletions(b, mapi, set)
 	waitPoolNames(b, mapi, set, "agent liveness Lease expired or missing")
 	var watch, pool, own []time.Duration
 	for b.Loop() {
-		victim := firstOf(setMachines(b, mapi, set, 3, 2*time.Minute))
+		victim := firstOf(waitMachineSet(b, cp, mapi, set, 2*time.Minute, 3))
 		// The coordinator writes a pool's status at most once a second
 		// (coordinator/statuspace.go): measured from a quiet status, a
 		// sample is the event path alone, not the pacing.
@@ -140,30 +139,4 @@ func watchDeletions(b *testing.B, mapi *machineapi.Controllers, set string) (wat
 		defer mu.Unlock()
 		return last
 	}
-}
-
-// poolUpdatingMessage is the message of a pool's Updating condition, which
-// lists its unavailable nodes and why.
-func poolUpdatingMessage(p *unstructured.Unstructured) string {
-	conds, _, _ := unstructured.NestedSlice(p.Object, "status", "conditions")
-	for _, c := range conds {
-		cond, _ := c.(map[string]any)
-		if cond["type"] == v1alpha1.PoolUpdating {
-			msg, _ := cond["message"].(string)
-			return msg
-		}
-	}
-	return ""
-}
-
-// waitPoolNames waits until pool's Updating condition contains want.
-func waitPoolNames(b *testing.B, mapi *machineapi.Controllers, pool, want string) {
-	b.Helper()
-	cluster.WaitFor(b, time.Minute, "pool "+pool+"'s status naming "+want, func(ctx context.Context) (bool, error) {
-		p, err := mapi.Dynamic.Resource(v1alpha1.UpdatePoolResource()).Get(ctx, pool, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		return strings.Contains(poolUpdatingMessage(p), want), nil
-	})
 }

@@ -326,7 +326,7 @@ func TestMachineSetScaleUp(t *testing.T) {
 // waitMachineSet waits until a MachineSet has count Machines, each Running
 // and linked to a Ready Node labelled with the group; it returns the
 // Machines' names mapped to their Nodes.
-func waitMachineSet(t *testing.T, cp *cluster.ControlPlane, mapi *machineapi.Controllers, name string, timeout time.Duration, count int) map[string]string {
+func waitMachineSet(t testing.TB, cp *cluster.ControlPlane, mapi *machineapi.Controllers, name string, timeout time.Duration, count int) map[string]string {
 	t.Helper()
 	var out map[string]string
 	cluster.WaitFor(t, timeout, fmt.Sprintf("MachineSet %s: %d Machines Running on Ready nodes", name, count), func(ctx context.Context) (bool, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/nodeward/nodeward/test/cluster"
 	"github.com/nodeward/nodeward/test/coordinatortest"
 	"github.com/nodeward/nodeward/test/machineapi"
+	"github.com/nodeward/nodeward/test/sim"
 )
 
 // BenchmarkRolloutMakespan rolls os-2 out to the four nodes of a
@@ -70,15 +71,15 @@ func rollout(b *testing.B, cp *cluster.ControlPlane, mapi *machineapi.Controller
 	ctx := context.Background()
 	set := "roll" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	mapi.CreateMachineSet(ctx, machineapi.MachineSetSpec{Name: set, Replicas: 4, Role: "worker"})
-	agents := newAgentRunner(cp)
+	agents := newAgentRunner(cp, func(*sim.SimNode) {})
 	defer agents.stop()
-	for _, node := range setMachines(b, mapi, set, 4, 2*time.Minute) {
-		agents.add(b, node)
+	for _, node := range waitMachineSet(b, cp, mapi, set, 2*time.Minute, 4) {
+		agents.addWithLease(b, node)
 	}
 	stop := coordinatortest.Start(b, cp, coordinatortest.Options{Pools: set, Resync: time.Second})
 	defer stop()
 	began := time.Now()
-	benchPool(b, cp, set, false)
+	createPool(b, cp, set)
 	deleted := victim == "none"
 	var ended, settled time.Time
 	cluster.WaitFor(b, 5*time.Minute, "every node of "+set+" Done on os-2", func(ctx context.Context) (bool, error) {
@@ -126,7 +127,7 @@ func rolloutState(ctx context.Context, b *testing.B, cp *cluster.ControlPlane, m
 		if m.DeletionTimestamp != nil || m.Phase != "Running" || m.NodeRef == "" {
 			return st, fmt.Errorf("machine %s: phase %q, node %q, deleting %v", m.Name, m.Phase, m.NodeRef, m.DeletionTimestamp != nil)
 		}
-		agents.add(b, m.NodeRef)
+		agents.addWithLease(b, m.NodeRef)
 		n, err := cp.Client().CoreV1().Nodes().Get(ctx, m.NodeRef, metav1.GetOptions{})
 		if err != nil {
 			return st, err

@@ -28,7 +28,7 @@ func TestHookReleasedAfterCoordinatorAndAgentRestart(t *testing.T) {
 	const prefix = "restart"
 	cp, mapi, nodes, agents, healthy := machinesWithHeldAgents(t, prefix)
 	ctx := context.Background()
-	down, _ := watchDownIn(t, cp, prefix)
+	down, _ := watchDown(t, cp, prefix)
 	createPool(t, cp, prefix)
 	opts := coordinatortest.Options{Pools: prefix, Resync: time.Second}
 	stop := coordinatortest.Start(t, cp, opts)
@@ -75,21 +75,7 @@ func TestHookReleasedAfterCoordinatorAndAgentRestart(t *testing.T) {
 // set.
 func machinesWithHeldAgents(t *testing.T, prefix string) (*cluster.ControlPlane, *machineapi.Controllers, []string, map[string]*sim.SimNode, *atomic.Bool) {
 	t.Helper()
-	cp := env.ControlPlane(t)
-	mapi := machineapi.Start(t, cp, machineapi.Options{})
-	ctx := context.Background()
-	if err := cp.InstallCRDs(ctx); err != nil {
-		t.Fatal(err)
-	}
-	nodes := cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 2, Role: "worker"})
-	for _, node := range nodes {
-		name := machineOfNode(nodes, node)
-		mapi.CreateMachine(ctx, machineapi.MachineSpec{Name: name, Role: "worker", NodeName: node})
-		waitLinked(t, cp, mapi, name, node)
-	}
-	if err := cluster.CreateAgentLeases(ctx, cp.Client(), nodes); err != nil {
-		t.Fatal(err)
-	}
+	cp, mapi, nodes := adoptedNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 2, Role: "worker"}, "worker", nil)
 	healthy := &atomic.Bool{}
 	agents := map[string]*sim.SimNode{}
 	for _, node := range nodes {

@@ -14,8 +14,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/nodeward/nodeward/machineconfig"
+	"github.com/nodeward/nodeward/test/cluster"
 	"github.com/nodeward/nodeward/test/mco"
 	"github.com/nodeward/nodeward/test/rpmostree"
 	"github.com/nodeward/nodeward/test/sim"
@@ -219,22 +221,9 @@ func (p *agentPool) mcnCondition(t testing.TB, node, typ string) mco.Condition {
 // need not exist yet) until the test ends.
 func watchNodes(t testing.TB, p *agentPool, fieldSelector string, each func(*corev1.Node)) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := p.c.Kube.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: fieldSelector})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			if n, ok := ev.Object.(*corev1.Node); ok {
-				each(n)
-			}
-		}
-	}()
-	t.Cleanup(func() { cancel(); w.Stop(); <-done })
+	cluster.WatchNodes(t, p.c.Kube, metav1.ListOptions{FieldSelector: fieldSelector}, func(_ context.Context, _ watch.EventType, n *corev1.Node) {
+		each(n)
+	})
 }
 
 // member tells whether node is one of the pool's (nodes join while

@@ -313,14 +313,8 @@ func (x *machineIndex) machineOf(node string) (machineRecord, bool) {
 	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	var found machineRecord
-	n := 0
-	for _, r := range x.records {
-		if r.node == node {
-			found, n = r, n+1
-		}
-	}
-	return found, n == 1
+	r, ok := x.records[x.keys[node]] // keys: single claims, and Machines gone
+	return r, ok
 }
 
 // hooked lists the Machines that carry nodeward's pre-drain hook.

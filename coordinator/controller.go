@@ -20,6 +20,7 @@ import (
 	"github.com/nodeward/nodeward/api/kube"
 	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/gate"
+	"github.com/nodeward/nodeward/objectgate"
 	"github.com/nodeward/nodeward/silence"
 )
 
@@ -93,6 +94,9 @@ type Controller struct {
 	index       *nodeIndex
 	indexSynced []cache.InformerSynced
 	pools       cache.SharedIndexInformer
+	// objectGates reads the objects the pools' object gates name, each
+	// resource through a watch started when a pool first needs it.
+	objectGates *objectgate.Evaluator
 	// expectations are the grants written but not yet in the index.
 	expectations *expectations
 	// departures count the nodes deleted mid-update.
@@ -144,6 +148,8 @@ func New(opts Config) *Controller {
 		machines:     newMachineIndex(),
 		healthChecks: newHealthCheckIndex(),
 	}
+	c.objectGates = &objectgate.Evaluator{Programs: objectgate.NewPrograms(),
+		Watches: objectgate.NewWatches(opts.Dynamic, opts.Log, c.enqueuePools)}
 	c.expectations = newExpectations(opts.Client, opts.Log, c.index.node, func(node string, exp expectation) {
 		c.departures.expected(node, exp, c.opts.Now())
 	}, opts.ExpectationTimeout)
@@ -195,6 +201,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	go c.nodes.RunWithContext(ctx)
 	go c.leases.RunWithContext(ctx)
 	go c.pools.RunWithContext(ctx)
+	c.objectGates.Watches.Start(ctx)
 	machines := &machineWatch{c: c, index: c.machines, healthChecks: c.healthChecks}
 	if err := machines.start(ctx); err != nil {
 		return err

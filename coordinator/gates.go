@@ -13,11 +13,11 @@ import (
 	"github.com/nodeward/nodeward/api/v1alpha1"
 )
 
-// evaluateGates asks Prometheus, records the verdict for the status and
+// evaluateGates asks the objects and Prometheus (askGates), records the verdict for the status and
 // the metrics, and reports a change of verdict as an Event.
 func (c *Controller) evaluateGates(ctx context.Context, pool *v1alpha1.UpdatePool, now time.Time) gateVerdict {
 	start := time.Now()
-	answer := c.opts.Gates.Evaluate(ctx, pool.Spec.Gates)
+	answer := c.askGates(ctx, pool.Spec.Gates, pool.Name)
 	c.opts.Metrics.gateSeconds.WithLabelValues(pool.Name).Observe(time.Since(start).Seconds())
 	v := gateVerdict{passing: answer.Passing, reason: answer.Reason, message: answer.Message}
 	prev := c.guardrails.of(pool.Name).verdict

@@ -79,12 +79,12 @@ func (c *Controller) addHandlers() {
 		}
 	}))
 	c.indexSynced = []cache.InformerSynced{nodeReg.HasSynced, leaseReg.HasSynced}
-	enqueueAll := func(any) { c.enqueuePools() }
+	enqueueAll := func(any) { c.retainObjectWatches(); c.enqueuePools() }
 	_, _ = c.pools.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: enqueueAll,
 		UpdateFunc: func(o, n any) {
 			if poolPlanChange(o, n) {
-				c.enqueuePools()
+				enqueueAll(n)
 			}
 		},
 		DeleteFunc: enqueueAll,

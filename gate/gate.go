@@ -88,13 +88,17 @@ func NewEvaluator(client *http.Client) *Evaluator {
 
 // Evaluate checks the gates' alerts and then their queries, in order; the
 // first that does not pass decides the verdict. The whole evaluation is
-// bounded by the gates' timeout as well as by ctx. nil gates pass.
+// bounded by the gates' timeout as well as by ctx. nil gates pass, and so
+// do gates with neither alerts nor queries (object gates only).
 func (e *Evaluator) Evaluate(ctx context.Context, gates *v1alpha1.Gates) Verdict {
 	if gates == nil {
 		return Verdict{Passing: true, Reason: ReasonPassing, Message: "no gates"}
 	}
 	if err := Validate(gates); err != nil {
 		return Verdict{Reason: ReasonGateInvalid, Message: err.Error()}
+	}
+	if !asksPrometheus(gates) {
+		return Verdict{Passing: true, Reason: ReasonPassing, Message: "no Prometheus gates"}
 	}
 	limit, _ := timeout(gates.Timeout) // checked by Validate
 	ctx, cancel := context.WithTimeout(ctx, limit)

@@ -23,8 +23,11 @@ func Validate(gates *v1alpha1.Gates) error {
 	if gates == nil {
 		return nil
 	}
-	if _, err := prometheusURL(gates.Prometheus); err != nil {
-		return fmt.Errorf("gates.prometheus %q: %w", gates.Prometheus, err)
+	// Gates of objects only ask no Prometheus (package objectgate).
+	if asksPrometheus(gates) || gates.Prometheus != "" {
+		if _, err := prometheusURL(gates.Prometheus); err != nil {
+			return fmt.Errorf("gates.prometheus %q: %w", gates.Prometheus, err)
+		}
 	}
 	if gates.Alerts != nil {
 		if _, err := metav1.LabelSelectorAsSelector(gates.Alerts); err != nil {
@@ -131,4 +134,10 @@ func decimal(s string) (float64, error) {
 		return 0, notDecimal
 	}
 	return f, nil
+}
+
+// asksPrometheus reports whether gates have alerts or queries to ask of
+// Prometheus.
+func asksPrometheus(gates *v1alpha1.Gates) bool {
+	return gates.Alerts != nil || len(gates.Queries) > 0
 }

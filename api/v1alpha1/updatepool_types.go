@@ -59,8 +59,8 @@ type UpdatePoolSpec struct {
 	// budget.
 	FailureBudget *intstr.IntOrString `json:"failureBudget,omitempty"`
 	// Gates hold new grants while the cluster is unhealthy, as Prometheus
-	// sees it; they are evaluated before every grant and while nodes soak
-	// or canaries bake. nil: no gates.
+	// or the objects they name see it; they are evaluated before every
+	// grant and while nodes soak or canaries bake. nil: no gates.
 	Gates *Gates `json:"gates,omitempty"`
 	// Soak keeps a node's slot for this long after it reports Done, a Go
 	// duration, while the gates are re-checked: a gate failing then halts
@@ -118,8 +118,9 @@ type MaintenanceWindow struct {
 // closed.
 type Gates struct {
 	// Prometheus is the base URL of the Prometheus HTTP API, such as
-	// http://prometheus.monitoring.svc:9090.
-	Prometheus string `json:"prometheus"`
+	// http://prometheus.monitoring.svc:9090; required with Alerts or
+	// Queries.
+	Prometheus string `json:"prometheus,omitempty"`
 	// Alerts selects, by their labels, the firing alerts that hold grants;
 	// an empty selector ({}) selects every firing alert; nil checks none.
 	Alerts *metav1.LabelSelector `json:"alerts,omitempty"`
@@ -129,6 +130,40 @@ type Gates struct {
 	// Timeout bounds one evaluation of all the gates, a Go duration.
 	// Default 5s.
 	Timeout string `json:"timeout,omitempty"`
+	// Objects must each pass: every object a gate selects satisfies its
+	// CEL expression, read from the coordinator's watch of the objects.
+	Objects []ObjectGate `json:"objects,omitempty"`
+}
+
+// ObjectGate is a CEL check on Kubernetes objects, such as a storage
+// cluster's health. The objects are named by resource, not kind: the
+// coordinator has no discovery (RESTMapper) to turn a kind into the
+// resource its watch needs, and the resource is also what the RBAC rule an
+// operator grants names.
+type ObjectGate struct {
+	// Group is the API group, such as ceph.rook.io; empty for the core
+	// group.
+	Group string `json:"group,omitempty"`
+	// Version is the API version, such as v1.
+	Version string `json:"version"`
+	// Resource is the plural resource name, such as cephclusters.
+	Resource string `json:"resource"`
+	// Namespace the objects live in; empty for cluster-scoped objects, or
+	// every namespace.
+	Namespace string `json:"namespace,omitempty"`
+	// Name selects one object, which must exist; or Selector selects by
+	// label (nil selector and no name: every object).
+	Name     string                `json:"name,omitempty"`
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+	// Expression is CEL over the object, bound as `object` (its
+	// unstructured content), that must be true for every selected
+	// object, such as `object.status.ceph.health == "HEALTH_OK"`.
+	Expression string `json:"expression"`
+	// Message says what a failing object means in the pool's status.
+	Message string `json:"message,omitempty"`
+	// AllowNone passes the gate when no object matches; by default none
+	// matching fails.
+	AllowNone bool `json:"allowNone,omitempty"`
 }
 
 // GateQuery is one PromQL check.

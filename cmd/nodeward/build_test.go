@@ -87,7 +87,10 @@ func TestPackagesImportOneWay(t *testing.T) {
 		"silence": {"api/kube", "hostexec", "machineconfig", "atomicfile", "gate", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
 		// The health gates, used by the coordinator: a leaf on the API
 		// types and the Prometheus client.
-		"gate": {"api/kube", "hostexec", "machineconfig", "atomicfile", "silence", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
+		"gate": {"api/kube", "hostexec", "machineconfig", "atomicfile", "silence", "objectgate", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
+		// The object gates: a leaf on the API types, gate's Verdict, the
+		// dynamic client and cel-go.
+		"objectgate": {"api/kube", "hostexec", "machineconfig", "atomicfile", "silence", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
 		// The kernel log, read by the agent's kernel probes: two leaves,
 		// the /dev/kmsg reader and node-problem-detector's rule format,
 		// neither knowing the other nor anything of nodeward.

@@ -170,8 +170,8 @@ func TestObjectGateSaysWhichPermissionIsMissing(t *testing.T) {
 
 	grantStorageRead(t, r, ns, "nodeward-objgates-test")
 	// The reflector retries its list with a backoff of up to 30s.
-	r.agents.mustReport(r.ctx, t, r.agents.next(t, 90*time.Second), v1alpha1.StepDone)
-	waitPoolConditionIs(t, r.dyn, prefix, v1alpha1.PoolGatesPassing, "True", "GatesPassing", 30*time.Second)
+	waitPoolConditionIs(t, r.dyn, prefix, v1alpha1.PoolGatesPassing, "True", "GatesPassing", 90*time.Second)
+	r.agents.mustReport(r.ctx, t, r.agents.next(t, 30*time.Second), v1alpha1.StepDone)
 }
 
 // shippedCoordinatorClient is a dynamic client as user, bound to a copy of

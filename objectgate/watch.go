@@ -101,9 +101,12 @@ func (ws *Watches) ensure(key Key) *watched {
 	return w
 }
 
-// listWatch reads key through the dynamic client, recording each list's
-// outcome in w: the reflector retries a failed list with backoff, and the
-// gates say why meanwhile (forbidden, say).
+// listWatch reads key through the dynamic client, recording the outcome
+// of each list and each watch in w: the reflector retries a failed one
+// with backoff, and the gates say why meanwhile (forbidden, say). Watches
+// count as well as lists: the reflector streams its initial list through
+// a watch where the API server can (WatchList), and lists only when that
+// fails.
 func (ws *Watches) listWatch(key Key, w *watched) cache.ListerWatcher {
 	api := ws.dyn.Resource(key.Resource).Namespace(key.Namespace)
 	return &cache.ListWatch{
@@ -113,7 +116,9 @@ func (ws *Watches) listWatch(key Key, w *watched) cache.ListerWatcher {
 			return list, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return api.Watch(ctx, o)
+			wi, err := api.Watch(ctx, o)
+			w.setListErr(err)
+			return wi, err
 		},
 	}
 }

@@ -228,3 +228,18 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestObjectGatesOnlyAskNoPrometheus: gates with neither Prometheus nor
+// alerts or queries (object gates only) are valid and pass here; alerts
+// without Prometheus are not.
+func TestObjectGatesOnlyAskNoPrometheus(t *testing.T) {
+	objectsOnly := &v1alpha1.Gates{Objects: []v1alpha1.ObjectGate{{Version: "v1", Resource: "configmaps", Expression: "true"}}}
+	if v := gate.NewEvaluator(nil).Evaluate(context.Background(), objectsOnly); !v.Passing || v.Message != "no Prometheus gates" {
+		t.Errorf("object gates only: %+v, want passing with no Prometheus gates", v)
+	}
+	withAlerts := *objectsOnly
+	withAlerts.Alerts = &metav1.LabelSelector{}
+	if err := gate.Validate(&withAlerts); err == nil || !strings.Contains(err.Error(), `gates.prometheus "": required`) {
+		t.Errorf("Validate(alerts without Prometheus) = %v, want gates.prometheus required", err)
+	}
+}

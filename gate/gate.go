@@ -89,7 +89,7 @@ func NewEvaluator(client *http.Client) *Evaluator {
 // Evaluate checks the gates' alerts and then their queries, in order; the
 // first that does not pass decides the verdict. The whole evaluation is
 // bounded by the gates' timeout as well as by ctx. nil gates pass, and so
-// do gates with neither alerts nor queries (object gates only).
+// do gates without Prometheus (object gates only, package objectgate).
 func (e *Evaluator) Evaluate(ctx context.Context, gates *v1alpha1.Gates) Verdict {
 	if gates == nil {
 		return Verdict{Passing: true, Reason: ReasonPassing, Message: "no gates"}
@@ -97,7 +97,7 @@ func (e *Evaluator) Evaluate(ctx context.Context, gates *v1alpha1.Gates) Verdict
 	if err := Validate(gates); err != nil {
 		return Verdict{Reason: ReasonGateInvalid, Message: err.Error()}
 	}
-	if !asksPrometheus(gates) {
+	if !asksPrometheus(gates) && gates.Prometheus == "" {
 		return Verdict{Passing: true, Reason: ReasonPassing, Message: "no Prometheus gates"}
 	}
 	limit, _ := timeout(gates.Timeout) // checked by Validate

@@ -161,9 +161,9 @@ func watchInvariant(ctx context.Context, t *testing.T, cp *cluster.ControlPlane,
 }
 
 // runCoordinator runs a coordinator of suite's pools until ctx ends, its
-// Config amended by each of with.
+// Config amended by each of with, and returns it.
 func runCoordinator(ctx context.Context, t testing.TB, cp *cluster.ControlPlane, dyn dynamic.Interface, suite string,
-	with ...func(*coordinator.Config)) {
+	with ...func(*coordinator.Config)) *coordinator.Controller {
 	opts := coordinator.Config{Client: cp.Kube(), Dynamic: dyn, Resync: time.Second,
 		PoolLabelSelector: suiteLabel + "=" + suite, DisableGuard: true,
 		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
@@ -182,6 +182,7 @@ func runCoordinator(ctx context.Context, t testing.TB, cp *cluster.ControlPlane,
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done })
+	return c
 }
 
 type testWriter struct{ t testing.TB }

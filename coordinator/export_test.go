@@ -6,7 +6,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/objectgate"
 )
+
+// ObjectWatches lists the (resource, namespace) the object gates watch.
+func (c *Controller) ObjectWatches() []objectgate.Key {
+	return c.objectGates.Watches.Running()
+}
 
 // SetTestHooks installs the reconcile hooks of Config (see there).
 func SetTestHooks(o *Config, betweenReads func(*v1alpha1.UpdatePool, time.Time), planned func(pool string, unavailable map[string]string)) {

@@ -2,8 +2,10 @@ package coordinator_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,12 +14,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/coordinator"
+	"github.com/nodeward/nodeward/objectgate"
 	"github.com/nodeward/nodeward/test/cluster"
 )
 
@@ -246,4 +250,32 @@ func shippedCoordinatorRules(t *testing.T) []rbacv1.PolicyRule {
 	}
 	t.Fatal("rbac-coordinator.yaml has no ClusterRole")
 	return nil
+}
+
+// TestObjectWatchStopsWhenNoPoolNamesIt: the coordinator watches the
+// storage clusters once a pool's gate names them, and stops when the gate
+// is removed from the pool.
+func TestObjectWatchStopsWhenNoPoolNamesIt(t *testing.T) {
+	t.Parallel()
+	const prefix = "objwatch"
+	r, ns := storageRig(t, prefix, 1, "HEALTH_OK")
+	c := runCoordinator(r.ctx, t, r.cp, r.dyn, prefix)
+	key := objectgate.Key{Resource: storageClusters, Namespace: ns}
+	watching := func(want bool) func(context.Context) (bool, error) {
+		return func(context.Context) (bool, error) {
+			keys := c.ObjectWatches()
+			return slices.Contains(keys, key) == want, fmt.Errorf("watching %v", keys)
+		}
+	}
+	if slices.Contains(c.ObjectWatches(), key) {
+		t.Fatal("watching the storage clusters before any pool names them")
+	}
+	createGatedPool(t, r, prefix, ns, healthOK)
+	cluster.WaitFor(t, 30*time.Second, "the storage clusters watched", watching(true))
+
+	patch := []byte(`{"spec":{"gates":null}}`)
+	if _, err := r.dyn.Resource(v1alpha1.UpdatePoolResource()).Patch(r.ctx, prefix, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cluster.WaitFor(t, 30*time.Second, "the storage clusters' watch stopped", watching(false))
 }

@@ -232,8 +232,10 @@ func patchPoolAnnotations(ctx context.Context, t *testing.T, dyn dynamic.Interfa
 }
 
 // TestGuardrailFieldsAreValidated: the API server refuses each bad field
-// of gates, soak, canary, silences and failureBudget, and its message
-// names the field; nothing is stored.
+// of gates (the object gates' CEL itself excepted: the coordinator
+// reports it, TestObjectGateExpressionNeverTakenForTrue), soak, canary,
+// silences and failureBudget, and its message names the field; nothing is
+// stored.
 func TestGuardrailFieldsAreValidated(t *testing.T) {
 	t.Parallel()
 	_, dyn := setup(t)
@@ -250,7 +252,11 @@ func TestGuardrailFieldsAreValidated(t *testing.T) {
 		{"failureBudget", 0, "failureBudget must be an integer of at least 1"},
 		{"failureBudget", "150%", "failureBudget must be an integer of at least 1"},
 		{"gates", map[string]any{"prometheus": "prometheus:9090", "alerts": map[string]any{}}, "spec.gates.prometheus"},
-		{"gates", map[string]any{"prometheus": "http://p:9090"}, "gates needs alerts, queries or both"},
+		{"gates", map[string]any{"prometheus": "http://p:9090"}, "gates needs alerts, queries or objects"},
+		{"gates", map[string]any{"alerts": map[string]any{}}, "gates.prometheus is required with alerts or queries"},
+		{"gates", map[string]any{"objects": []any{map[string]any{"version": "v1", "resource": "configmaps", "expression": "true",
+			"name": "x", "selector": map[string]any{}}}}, "an object gate takes name or selector, not both"},
+		{"gates", map[string]any{"objects": []any{map[string]any{"version": "v1", "resource": "configmaps"}}}, "spec.gates.objects[0].expression"},
 		{"gates", map[string]any{"prometheus": "http://p:9090", "queries": []any{map[string]any{"name": "q", "query": "up", "min": "abc"}}}, "spec.gates.queries[0].min"},
 		{"gates", map[string]any{"prometheus": "http://p:9090", "queries": []any{map[string]any{"name": "q", "query": "up", "min": "2", "max": "1"}}}, "min must not be above max"},
 		{"gates", map[string]any{"prometheus": "http://p:9090", "alerts": map[string]any{}, "timeout": "forever"}, "gates.timeout must be a positive Go duration"},

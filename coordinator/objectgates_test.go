@@ -66,15 +66,19 @@ func setHealth(t *testing.T, r *rig, ns, health string) {
 }
 
 // createGatedPool creates pool prefix over the rig's nodes, gated on the
-// storage cluster by expr.
-func createGatedPool(t *testing.T, r *rig, prefix, ns, expr string) {
+// storage cluster by expr, the gate amended by each of with.
+func createGatedPool(t *testing.T, r *rig, prefix, ns, expr string, with ...func(*v1alpha1.ObjectGate)) {
 	t.Helper()
+	g := v1alpha1.ObjectGate{
+		Group: storageClusters.Group, Version: storageClusters.Version, Resource: storageClusters.Resource,
+		Namespace: ns, Name: "ceph", Expression: expr, Message: "the storage has not healed",
+	}
+	for _, f := range with {
+		f(&g)
+	}
 	createPool(t, r.dyn, prefix, &v1alpha1.UpdatePool{ObjectMeta: metav1.ObjectMeta{Name: prefix}, Spec: v1alpha1.UpdatePoolSpec{
 		NodeSelector: groupSelector(prefix), OSImage: "os:og1", MaxUnavailable: ptr.To(intstrInt(1)),
-		Gates: &v1alpha1.Gates{Objects: []v1alpha1.ObjectGate{{
-			Group: storageClusters.Group, Version: storageClusters.Version, Resource: storageClusters.Resource,
-			Namespace: ns, Name: "ceph", Expression: expr, Message: "the storage has not healed",
-		}}},
+		Gates: &v1alpha1.Gates{Objects: []v1alpha1.ObjectGate{g}},
 	}})
 }
 
@@ -133,22 +137,64 @@ func TestObjectGateHoldsWhenTheObjectIsDeleted(t *testing.T) {
 // pool and the gate, however healthy the object.
 func TestObjectGateExpressionNeverTakenForTrue(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ name, expr, want string }{
-		{"objsyntax", `object.status.health == `, "Syntax error"},
-		{"objnotbool", `object.status.health`, "want bool"},
-	} {
+	testObjectGateVerdicts(t, []objectGateCase{
+		{name: "objsyntax", expr: `object.status.health == `, reason: "ObjectExpressionInvalid", want: []string{"does not compile", "Syntax error"}},
+		{name: "objnotbool", expr: `object.status.health`, reason: "ObjectExpressionInvalid", want: []string{"does not compile", "want bool"}},
+	})
+}
+
+// TestObjectGatesFailClosed: a runtime error, a resource not served and
+// none matching each hold the pool with a reason that says which; none
+// matching passes only with allowNone.
+func TestObjectGatesFailClosed(t *testing.T) {
+	t.Parallel()
+	noMatch := func(g *v1alpha1.ObjectGate) {
+		g.Name, g.Selector = "", &metav1.LabelSelector{MatchLabels: map[string]string{"role": "none"}}
+	}
+	testObjectGateVerdicts(t, []objectGateCase{
+		{name: "objruntime", expr: `object.status.missing == "x"`, reason: "ObjectExpressionFailed", want: []string{"/ceph", "no such key"}},
+		{name: "objunserved", expr: healthOK, reason: "ObjectsUnreadable", want: []string{"nosuchthings.test.nodeward.io", "listing failed"},
+			with: func(g *v1alpha1.ObjectGate) { g.Resource = "nosuchthings" }},
+		{name: "objnone", expr: healthOK, reason: "NoObjectsMatch", want: []string{"no object matches"}, with: noMatch},
+		{name: "objallownone", expr: healthOK, reason: "GatesPassing", want: []string{"passing on 0 objects"},
+			with: func(g *v1alpha1.ObjectGate) { noMatch(g); g.AllowNone = true }},
+	})
+}
+
+// objectGateCase is a pool gated on a healthy storage cluster by expr (the
+// gate amended by with) and the GatesPassing reason and message it gets.
+type objectGateCase struct {
+	name, expr, reason string
+	want               []string
+	with               func(*v1alpha1.ObjectGate)
+}
+
+func testObjectGateVerdicts(t *testing.T, cases []objectGateCase) {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r, ns := storageRig(t, tc.name, 2, "HEALTH_OK")
-			createGatedPool(t, r, tc.name, ns, tc.expr)
+			var with []func(*v1alpha1.ObjectGate)
+			if tc.with != nil {
+				with = append(with, tc.with)
+			}
+			createGatedPool(t, r, tc.name, ns, tc.expr, with...)
 			runCoordinator(r.ctx, t, r.cp, r.dyn, tc.name)
-			msg := waitPoolConditionIs(t, r.dyn, tc.name, v1alpha1.PoolGatesPassing, "False", "ObjectExpressionInvalid", time.Minute)
-			for _, want := range []string{"pool " + tc.name + " gates.objects[0]", "does not compile", tc.want} {
+			status := map[bool]string{true: "True", false: "False"}[tc.reason == "GatesPassing"]
+			msg := waitPoolConditionIs(t, r.dyn, tc.name, v1alpha1.PoolGatesPassing, status, tc.reason, time.Minute)
+			for _, want := range tc.want {
 				if !strings.Contains(msg, want) {
 					t.Errorf("GatesPassing message %q does not say %q", msg, want)
 				}
 			}
-			r.agents.noGrantFor(t, 3*time.Second, "with an expression that does not compile")
+			if status == "True" {
+				r.agents.next(t, 30*time.Second)
+				return
+			}
+			if want := "pool " + tc.name + " gates.objects[0]"; !strings.Contains(msg, want) {
+				t.Errorf("GatesPassing message %q does not name %q", msg, want)
+			}
+			r.agents.noGrantFor(t, 3*time.Second, "with the gate failing closed")
 		})
 	}
 }

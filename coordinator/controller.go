@@ -233,6 +233,9 @@ func (c *Controller) resyncLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		c.opts.Progress.tick()
+		// Also here: a pass still planning a pool's old spec may have
+		// started a watch its new spec no longer names.
+		c.retainObjectWatches()
 		c.enqueuePools()
 		if !c.opts.DisableGuard {
 			gctx, cancel := context.WithTimeout(ctx, reconcileTimeout)

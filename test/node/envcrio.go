@@ -47,9 +47,9 @@ func (e *Env) crioPrerequisites() (*CRIOBinaries, error) {
 	if _, err := os.Stat(conmonPath); err != nil {
 		return nil, fmt.Errorf("conmon: %w (apt-get install conmon)", err)
 	}
-	for _, bin := range []string{"runc", "skopeo"} {
+	for _, bin := range []string{"runc", "skopeo", "jq"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			return nil, fmt.Errorf("%s not on PATH (apt-get install runc skopeo)", bin)
+			return nil, fmt.Errorf("%s not on PATH (apt-get install runc skopeo jq)", bin)
 		}
 	}
 	return FindCRIO(e.root)

@@ -181,7 +181,7 @@ func testCRIORestart(ctx context.Context, t *testing.T, client kubernetes.Interf
 // the node's namespace with the runtime probe alone (sampled every second,
 // one bad sample turns the condition True, a quiet second clears it) and no
 // runtime endpoint.
-func startHostAgent(t *testing.T, cp *cluster.ControlPlane, n *node.Node) *cluster.Process {
+func startHostAgent(t testing.TB, cp *cluster.ControlPlane, n *node.Node) *cluster.Process {
 	t.Helper()
 	nodeward, err := cluster.NodewardBinary(cluster.ReleaseBuild)
 	if err != nil {

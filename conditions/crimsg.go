@@ -80,8 +80,9 @@ type criCondition struct {
 
 // criVersion is the part of runtime.v1.VersionResponse the probe reports.
 type criVersion struct {
-	RuntimeName    string // 2
-	RuntimeVersion string // 3
+	RuntimeName       string // 2
+	RuntimeVersion    string // 3
+	RuntimeAPIVersion string // 4: the CRI version the runtime implements, "v1" today
 }
 
 // healthServing is grpc.health.v1.HealthCheckResponse.ServingStatus SERVING.
@@ -187,21 +188,19 @@ func decodeCRICondition(b []byte) (criCondition, error) {
 	return c, err
 }
 
-// decodeCRIVersion reads a runtime.v1.VersionResponse.
+// decodeCRIVersion reads a runtime.v1.VersionResponse (runtime.v1alpha2's
+// has the same fields).
 func decodeCRIVersion(b []byte) (criVersion, error) {
 	var v criVersion
 	err := fields(b, func(num protowire.Number, typ protowire.Type, data []byte, _ uint64) error {
-		if num != 2 && num != 3 {
+		field := map[protowire.Number]*string{2: &v.RuntimeName, 3: &v.RuntimeVersion, 4: &v.RuntimeAPIVersion}[num]
+		if field == nil {
 			return nil
 		}
 		if err := want(typ, protowire.BytesType, num); err != nil {
 			return err
 		}
-		if num == 2 {
-			v.RuntimeName = string(data)
-		} else {
-			v.RuntimeVersion = string(data)
-		}
+		*field = string(data)
 		return nil
 	})
 	if err != nil {

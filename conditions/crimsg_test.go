@@ -44,7 +44,7 @@ func TestCRIMessagesDecodeWhatTheGeneratedTypesEncode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, err := decodeCRIVersion(version); err != nil || v != (criVersion{RuntimeName: "cri-o", RuntimeVersion: "1.31.0"}) {
+	if v, err := decodeCRIVersion(version); err != nil || v != (criVersion{RuntimeName: "cri-o", RuntimeVersion: "1.31.0", RuntimeAPIVersion: "v1"}) {
 		t.Fatalf("decodeCRIVersion = %+v, %v", v, err)
 	}
 	for _, s := range []healthpb.HealthCheckResponse_ServingStatus{healthpb.HealthCheckResponse_UNKNOWN,

@@ -103,6 +103,8 @@ type RuntimeProbe struct {
 	// it is asked first, and its failure is the one reported while no
 	// other candidate answers.
 	active string
+	// warned is the last unsupported-CRI message logged.
+	warned string
 }
 
 // NewRuntimeProbe talks to cfg.Endpoint (or the first candidate that
@@ -210,12 +212,16 @@ func (p *RuntimeProbe) detect(ctx context.Context, s Signal) Signal {
 // runtimeAnswer is one conversation with a runtime socket.
 type runtimeAnswer struct {
 	path string
-	// answered: CRI Status replied, so a CRI runtime listens there.
+	// answered: CRI Status replied, so a CRI runtime listens there, or
+	// something answered it Unimplemented.
 	answered bool
-	healthy  bool
-	reason   string
-	message  string
-	err      error
+	// unsupported: what answered is no runtime.v1 CRI runtime (olderCRI),
+	// so its health is unknown, not bad.
+	unsupported bool
+	healthy     bool
+	reason      string
+	message     string
+	err         error
 }
 
 // query asks the runtime on path within the configured timeout.
@@ -232,8 +238,7 @@ func (p *RuntimeProbe) query(ctx context.Context, path string) runtimeAnswer {
 
 	reply, err := invokeRaw(ctx, conn, criStatusMethod)
 	if err != nil {
-		a.reason, a.err = "RuntimeUnreachable", fmt.Errorf("CRI Status on %s: %w", path, err)
-		return a
+		return olderCRI(ctx, conn, path, err)
 	}
 	a.answered = true
 	conds, err := decodeCRIStatus(reply)
@@ -241,13 +246,9 @@ func (p *RuntimeProbe) query(ctx context.Context, path string) runtimeAnswer {
 		a.reason, a.err = "RuntimeNotReady", fmt.Errorf("CRI Status on %s: %w", path, err)
 		return a
 	}
-	name := "container runtime"
-	if reply, err := invokeRaw(ctx, conn, criVersionMethod); err == nil {
-		if v, err := decodeCRIVersion(reply); err == nil {
-			name = v.RuntimeName + " " + v.RuntimeVersion
-		}
-	}
+	name, versionNotes := describeRuntime(ctx, conn)
 	runtimeReady, notes := readiness(conds)
+	notes = append(versionNotes, notes...)
 	if !runtimeReady {
 		a.reason, a.err = "RuntimeNotReady", fmt.Errorf("%s on %s: %s", name, path, strings.Join(notes, "; "))
 		return a
@@ -264,10 +265,63 @@ func (p *RuntimeProbe) query(ctx context.Context, path string) runtimeAnswer {
 	return a
 }
 
+// olderCRI explains a failed CRI Status. Unimplemented means a gRPC server
+// listens there that lacks runtime.v1's Status: a runtime of an older CRI
+// (v1alpha2, which Kubernetes 1.26 dropped) if its Version answers there,
+// else something that is no CRI runtime. Either is up, so neither is
+// reported down: the sample is Unknown, its message saying why. Any other
+// error is the runtime unreachable.
+func olderCRI(ctx context.Context, conn *grpc.ClientConn, path string, statusErr error) runtimeAnswer {
+	a := runtimeAnswer{path: path, reason: "RuntimeUnreachable", err: fmt.Errorf("CRI Status on %s: %w", path, statusErr)}
+	if status.Code(statusErr) != codes.Unimplemented {
+		return a
+	}
+	a.answered, a.unsupported, a.reason = true, true, "CRIVersionUnsupported"
+	reply, err := invokeRaw(ctx, conn, criV1alpha2VersionMethod)
+	if err != nil {
+		a.err = fmt.Errorf("unix://%s answers gRPC but not CRI runtime.v1 Status (%v), nor CRI v1alpha2 Version (%v): no CRI runtime this probe reads", path, statusErr, err)
+		return a
+	}
+	v, err := decodeCRIVersion(reply)
+	if err != nil {
+		a.err = fmt.Errorf("CRI v1alpha2 Version on %s: %w", path, err)
+		return a
+	}
+	a.err = fmt.Errorf("%s %s on unix://%s speaks CRI %s, not runtime.v1: its readiness is not read (the kubelet needs runtime.v1 too)",
+		v.RuntimeName, v.RuntimeVersion, path, v.RuntimeAPIVersion)
+	return a
+}
+
+// describeRuntime names the runtime by its CRI Version answer, with notes
+// when that answer is missing or reports a CRI older than runtime.v1
+// (the runtime answered runtime.v1's Status, so it is read all the same).
+func describeRuntime(ctx context.Context, conn *grpc.ClientConn) (string, []string) {
+	reply, err := invokeRaw(ctx, conn, criVersionMethod)
+	if err != nil {
+		return "container runtime", []string{fmt.Sprintf("CRI Version: %s", status.Code(err))}
+	}
+	v, err := decodeCRIVersion(reply)
+	if err != nil {
+		return "container runtime", []string{err.Error()}
+	}
+	name := v.RuntimeName + " " + v.RuntimeVersion
+	if api := v.RuntimeAPIVersion; api != "" && api != criAPIVersion {
+		return name, []string{fmt.Sprintf("reports CRI %s, older than %s", api, criAPIVersion)}
+	}
+	return name, nil
+}
+
 // signal turns an answer into the sample.
 func (p *RuntimeProbe) signal(s Signal, a runtimeAnswer) Signal {
 	if a.answered {
 		p.seen = true
+	}
+	if a.unsupported {
+		if msg := a.err.Error(); msg != p.warned { // once, not at every sample
+			p.log.Warn("container runtime speaks a CRI the probe does not read", "endpoint", "unix://"+a.path, "err", a.err)
+			p.warned = msg
+		}
+		return p.unread(s, a.reason, a.err)
 	}
 	if !a.healthy {
 		return p.down(s, a.reason, a.err)
@@ -310,7 +364,12 @@ const containerdVersionMethod = "/containerd.services.version.v1.Version/Version
 const (
 	criStatusMethod  = "/runtime.v1.RuntimeService/Status"
 	criVersionMethod = "/runtime.v1.RuntimeService/Version"
-	healthMethod     = "/grpc.health.v1.Health/Check"
+	// criV1alpha2VersionMethod is the older CRI's Version, asked only to
+	// name a runtime that lacks runtime.v1.
+	criV1alpha2VersionMethod = "/runtime.v1alpha2.RuntimeService/Version"
+	// criAPIVersion is the CRI version runtime.v1 runtimes report.
+	criAPIVersion = "v1"
+	healthMethod  = "/grpc.health.v1.Health/Check"
 )
 
 // containerdServing asks containerd's health service (the standard gRPC

@@ -112,8 +112,33 @@ func crioConfigs(n *Node) map[string]string {
 		"crio/storage.conf":    crioStorageConfig(n.dir),
 		"crio/registries.conf": "unqualified-search-registries = []\n",
 		"crio/hooks/.keep":     "",
+		crioRuncWrapper:        fmt.Sprintf(runcRestrictOOM, lookPath("runc")),
 	}
 }
+
+// crioRuncWrapper is the runtime CRI-O runs: runc behind runcRestrictOOM.
+const crioRuncWrapper = "crio/runc-restrict-oom.sh"
+
+// runcRestrictOOM does for CRI-O what containerd's restrict_oom_score_adj
+// does (config.go): root here lacks CAP_SYS_RESOURCE, so runc may not set a
+// container's oom_score_adj below its own, and every pod the kubelet scores
+// below it (system-node-critical ones such as the agent: -997) failed
+// "failed to update /proc/self/oom_score_adj: Permission denied". It raises
+// the bundle's oomScoreAdj to the caller's before running runc (%s). CRI-O
+// has no such setting.
+const runcRestrictOOM = `#!/bin/sh
+bundle= prev=
+for a in "$@"; do
+	if [ "$prev" = --bundle ] || [ "$prev" = -b ]; then bundle=$a; fi
+	prev=$a
+done
+if [ -n "$bundle" ] && [ -f "$bundle/config.json" ]; then
+	floor=$(cat /proc/self/oom_score_adj)
+	jq --argjson floor "$floor" 'if (.process.oomScoreAdj // $floor) < $floor then .process.oomScoreAdj = $floor else . end' \
+		"$bundle/config.json" >"$bundle/config.json.oom" && mv "$bundle/config.json.oom" "$bundle/config.json"
+fi
+exec %[1]q "$@"
+`
 
 func crioDir(dir string, elem ...string) string {
 	return filepath.Join(append([]string{dir, "crio"}, elem...)...)
@@ -181,7 +206,7 @@ enable_metrics = false
 enable_nri = false
 `, d("root"), d("runroot"), d("log"), d("version"), d("version-persist"), d("clean.shutdown"),
 		crioSocket, pinns, d("ns"), d("exits"), d("attach"), d("hooks"), d("cdi"), d("keys"), d("irqbalance"),
-		lookPath("runc"), d("runc"), conmonPath,
+		filepath.Join(dir, crioRuncWrapper), d("runc"), conmonPath,
 		SandboxImage, d("policy.json"), d("policies"), filepath.Join(dir, "cni"), cniBinDir)
 }
 

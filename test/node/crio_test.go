@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeward/nodeward/test/cluster"
 	"github.com/nodeward/nodeward/test/node"
@@ -116,53 +117,71 @@ func TestCRIONodeAgentRuntime(t *testing.T) {
 	agent := startHostAgent(t, cp, n)
 	defer agent.Stop(10 * time.Second)
 
-	runtime := corev1.NodeConditionType("NodewardRuntimeUnavailable")
-	const taint = "nodeward.io/runtime-unavailable"
-	found := func(node *corev1.Node) error {
-		if err := conditionIs(runtime, corev1.ConditionFalse)(node); err != nil {
-			return err
-		}
-		if msg := condition(node, runtime).Message; !strings.Contains(msg, "cri-o") || !strings.Contains(msg, "unix:///run/crio/crio.sock") {
-			return fmt.Errorf("%s False but not CRI-O's socket: %s", runtime, msg)
-		}
-		if hasTaint(node, taint) {
-			return fmt.Errorf("taint %s still there", taint)
-		}
-		return nil
-	}
-	if err := waitNode(ctx, client, n.Name(), 2*time.Minute, found); err != nil {
+	if err := waitNode(ctx, client, n.Name(), 2*time.Minute, crioRuntimeFound); err != nil {
 		t.Fatalf("the agent never found CRI-O: %v (agent log %s)", err, agent.LogPath())
 	}
+	testCRIORestart(ctx, t, client, n)
+}
+
+// runtimeUnavailable is the runtime probe's condition, and
+// runtimeUnavailableTaint its NoSchedule taint.
+const (
+	runtimeUnavailable      = corev1.NodeConditionType("NodewardRuntimeUnavailable")
+	runtimeUnavailableTaint = "nodeward.io/runtime-unavailable"
+)
+
+// crioRuntimeFound: the runtime condition False, from CRI-O's socket, and
+// no taint.
+func crioRuntimeFound(node *corev1.Node) error {
+	if err := conditionIs(runtimeUnavailable, corev1.ConditionFalse)(node); err != nil {
+		return err
+	}
+	if msg := condition(node, runtimeUnavailable).Message; !strings.Contains(msg, "cri-o") || !strings.Contains(msg, "unix:///run/crio/crio.sock") {
+		return fmt.Errorf("%s False but not CRI-O's socket: %s", runtimeUnavailable, msg)
+	}
+	if hasTaint(node, runtimeUnavailableTaint) {
+		return fmt.Errorf("taint %s still there", runtimeUnavailableTaint)
+	}
+	return nil
+}
+
+// runtimeDown: the runtime condition True, with its taint.
+func runtimeDown(node *corev1.Node) error {
+	if err := conditionIs(runtimeUnavailable, corev1.ConditionTrue)(node); err != nil {
+		return err
+	}
+	if !hasTaint(node, runtimeUnavailableTaint) {
+		return fmt.Errorf("no NoSchedule taint %s (taints %v)", runtimeUnavailableTaint, node.Spec.Taints)
+	}
+	return nil
+}
+
+// testCRIORestart stops CRI-O and starts it again under a running agent:
+// the condition goes True with its taint, then False from CRI-O's socket
+// without it (the probe dials afresh at every sample, so no connection to
+// the old CRI-O outlives it).
+func testCRIORestart(ctx context.Context, t *testing.T, client kubernetes.Interface, n *node.Node) {
 	start := time.Now()
 	n.StopRuntime()
-	down := func(node *corev1.Node) error {
-		if err := conditionIs(runtime, corev1.ConditionTrue)(node); err != nil {
-			return err
-		}
-		if !hasTaint(node, taint) {
-			return fmt.Errorf("no NoSchedule taint %s (taints %v)", taint, node.Spec.Taints)
-		}
-		return nil
-	}
-	if err := waitNode(ctx, client, n.Name(), 90*time.Second, down); err != nil {
+	if err := waitNode(ctx, client, n.Name(), 90*time.Second, runtimeDown); err != nil {
 		t.Fatalf("with CRI-O stopped: %v", err)
 	}
-	t.Logf("%s True and tainted %s after CRI-O stopped", runtime, time.Since(start).Round(time.Millisecond))
+	t.Logf("%s True and tainted %s after CRI-O stopped", runtimeUnavailable, time.Since(start).Round(time.Millisecond))
 	start = time.Now()
 	if err := n.StartRuntime(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitNode(ctx, client, n.Name(), 2*time.Minute, found); err != nil {
+	if err := waitNode(ctx, client, n.Name(), 2*time.Minute, crioRuntimeFound); err != nil {
 		t.Fatalf("CRI-O is back but the agent still reports it unavailable: %v", err)
 	}
-	t.Logf("%s False and untainted %s after CRI-O started", runtime, time.Since(start).Round(time.Millisecond))
+	t.Logf("%s False and untainted %s after CRI-O started", runtimeUnavailable, time.Since(start).Round(time.Millisecond))
 }
 
 // startHostAgent starts `make build`'s nodeward as a health-only agent in
 // the node's namespace with the runtime probe alone (sampled every second,
 // one bad sample turns the condition True, a quiet second clears it) and no
 // runtime endpoint.
-func startHostAgent(t *testing.T, cp *cluster.ControlPlane, n *node.Node) *cluster.Process {
+func startHostAgent(t testing.TB, cp *cluster.ControlPlane, n *node.Node) *cluster.Process {
 	t.Helper()
 	nodeward, err := cluster.NodewardBinary(cluster.ReleaseBuild)
 	if err != nil {

@@ -34,6 +34,9 @@ type deployment struct {
 	// agentArgs are added to the agent's command line (the host's
 	// rpm-ostree double, hostroot_test.go).
 	agentArgs []string
+	// nodeName, when set, confines the DaemonSet to that node (the CRI-O
+	// node's OpenShift install, crio_openshift_test.go).
+	nodeName string
 }
 
 // render builds manifests/overlays/kubernetes with kustomize (the test
@@ -53,9 +56,15 @@ type deployment struct {
 //   - the agent's hysteresis quiet period is 3 s instead of 5 min, so that
 //     a condition that went True comes back within the test.
 func (d deployment) render(ctx context.Context, cp *cluster.ControlPlane, root string) ([]byte, error) {
-	out, err := exec.CommandContext(ctx, cp.Binary("kubectl"), "kustomize", filepath.Join(root, "manifests", "overlays", "kubernetes")).Output()
+	return d.renderOverlay(ctx, cp, root, "kubernetes")
+}
+
+// renderOverlay builds manifests/overlays/<overlay> and adapts it as
+// render does.
+func (d deployment) renderOverlay(ctx context.Context, cp *cluster.ControlPlane, root, overlay string) ([]byte, error) {
+	out, err := exec.CommandContext(ctx, cp.Binary("kubectl"), "kustomize", filepath.Join(root, "manifests", "overlays", overlay)).Output()
 	if err != nil {
-		return nil, fmt.Errorf("kustomize manifests/overlays/kubernetes: %w", err)
+		return nil, fmt.Errorf("kustomize manifests/overlays/%s: %w", overlay, err)
 	}
 	return d.adaptAll(out)
 }
@@ -191,6 +200,10 @@ func (d deployment) adapt(obj *unstructured.Unstructured) error {
 	}
 	if obj.GetKind() == "Deployment" {
 		return unstructured.SetNestedField(obj.Object, int64(0), "spec", "replicas")
+	}
+	if d.nodeName != "" {
+		return unstructured.SetNestedStringMap(obj.Object, map[string]string{"kubernetes.io/hostname": d.nodeName},
+			"spec", "template", "spec", "nodeSelector")
 	}
 	return nil
 }

@@ -19,7 +19,7 @@ import (
 // ends: a second Ready node for the whole package would also run the
 // DaemonSet pods the containerd node's tests count on. It skips (fails in
 // CI) without the control plane, conmon, skopeo or `make testbin`'s CRI-O.
-func (e *Env) CRIONode(t *testing.T) (*cluster.ControlPlane, *Node) {
+func (e *Env) CRIONode(t testing.TB) (*cluster.ControlPlane, *Node) {
 	t.Helper()
 	testenv.Require(t, e.cp != nil && e.tools != nil, e.reason)
 	binaries, err := e.crioPrerequisites()
@@ -47,9 +47,9 @@ func (e *Env) crioPrerequisites() (*CRIOBinaries, error) {
 	if _, err := os.Stat(conmonPath); err != nil {
 		return nil, fmt.Errorf("conmon: %w (apt-get install conmon)", err)
 	}
-	for _, bin := range []string{"runc", "skopeo"} {
+	for _, bin := range []string{"runc", "skopeo", "jq"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			return nil, fmt.Errorf("%s not on PATH (apt-get install runc skopeo)", bin)
+			return nil, fmt.Errorf("%s not on PATH (apt-get install runc skopeo jq)", bin)
 		}
 	}
 	return FindCRIO(e.root)
@@ -58,7 +58,7 @@ func (e *Env) crioPrerequisites() (*CRIOBinaries, error) {
 // removeCRIONode stops the node and deletes its Node (its pods then go
 // with the control plane's pod garbage collector); the node's files stay
 // when the test failed.
-func (e *Env) removeCRIONode(t *testing.T, n *Node) {
+func (e *Env) removeCRIONode(t testing.TB, n *Node) {
 	n.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -134,7 +135,11 @@ func (n *Node) writeConfigs() error {
 		if err := os.MkdirAll(filepath.Dir(n.path(name)), 0o755); err != nil {
 			return fmt.Errorf("write %s: %w", name, err)
 		}
-		if err := os.WriteFile(n.path(name), []byte(content), 0o600); err != nil {
+		mode := os.FileMode(0o600)
+		if strings.HasSuffix(name, ".sh") { // a program the runtime runs
+			mode = 0o700
+		}
+		if err := os.WriteFile(n.path(name), []byte(content), mode); err != nil {
 			return fmt.Errorf("write %s: %w", name, err)
 		}
 	}

@@ -21,11 +21,12 @@ test | bench)
 	# real Prometheus the health gates are tested on (test/prom);
 	# prometheus-alertmanager: the real Alertmanager the silences are;
 	# e2fsprogs, xfsprogs: the ext4 and XFS filesystems the kernel-log tests
-	# make fail on loop devices (test/kernelevents); conmon, skopeo,
+	# make fail on loop devices (test/kernelevents); conmon, skopeo, jq,
 	# libseccomp-dev: test/node's CRI-O node (conmon runs its containers
-	# with runc, skopeo side-loads its images, libseccomp-dev links the crio
+	# with runc, skopeo side-loads its images, jq restricts its
+	# containers' oomScoreAdj (test/node/crio.go), libseccomp-dev links the crio
 	# that test/tools/install.sh builds).
-	pkgs=(containerd runc containernetworking-plugins conmon skopeo libseccomp-dev iproute2 dbus-daemon util-linux systemd-container mmdebstrap zstd prometheus prometheus-alertmanager e2fsprogs xfsprogs)
+	pkgs=(containerd runc containernetworking-plugins conmon skopeo jq libseccomp-dev iproute2 dbus-daemon util-linux systemd-container mmdebstrap zstd prometheus prometheus-alertmanager e2fsprogs xfsprogs)
 	# prometheus-node-exporter: the agent's RSS is measured beside it
 	# (test/bench/health, BenchmarkAgentIdle).
 	if [[ ${1:-test} == bench ]]; then

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 )
 
 // PowerOff plays a kwok node going down for a reboot: kwok, its kubelet,
@@ -20,19 +21,26 @@ func PowerOff(ctx context.Context, client kubernetes.Interface, node string) err
 	if err := setKwokAnnotation(ctx, client, node, "powered-off"); err != nil {
 		return err
 	}
-	n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("power off node %s: %w", node, err)
-	}
-	now := metav1.Now()
-	for i, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			n.Status.Conditions[i] = corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionUnknown,
-				Reason: "NodeStatusUnknown", Message: "Kubelet stopped posting node status.",
-				LastHeartbeatTime: c.LastHeartbeatTime, LastTransitionTime: now}
+	// Other controllers write the Node meanwhile (the nodelink
+	// controller, the agent's last report): read and write again on a
+	// conflict.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
 		}
-	}
-	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		now := metav1.Now()
+		for i, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				n.Status.Conditions[i] = corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionUnknown,
+					Reason: "NodeStatusUnknown", Message: "Kubelet stopped posting node status.",
+					LastHeartbeatTime: c.LastHeartbeatTime, LastTransitionTime: now}
+			}
+		}
+		_, err = client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("power off node %s: Ready Unknown: %w", node, err)
 	}
 	return nil

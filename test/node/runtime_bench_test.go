@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/measure"
 	"github.com/nodeward/nodeward/test/node"
 )
 
@@ -85,11 +86,9 @@ func benchRuntimeDown(b *testing.B, cp *cluster.ControlPlane, n *node.Node) {
 		down, back = append(down, d), append(back, u)
 	}
 	b.StopTimer()
-	b.ReportMetric(ms(percentile(down, 50)), "down-p50-ms")
-	b.ReportMetric(ms(percentile(down, 99)), "down-p99-ms")
-	b.ReportMetric(ms(percentile(back, 50)), "up-p50-ms")
-	b.ReportMetric(ms(percentile(back, 99)), "up-p99-ms")
-	b.ReportMetric(float64(percentile(down, 50))/float64(hostAgentPollInterval), "down-p50/poll")
+	measure.ReportQuantiles(b, "down", down)
+	measure.ReportQuantiles(b, "up", back)
+	b.ReportMetric(float64(measure.Quantile(down, 0.5))/float64(hostAgentPollInterval), "down-p50/poll")
 	b.Logf("%s, %d stops: down %v; up %v", n.Runtime(), len(down), down, back)
 }
 
@@ -143,12 +142,3 @@ func timeUntil(ctx context.Context, client kubernetes.Interface, name string, ch
 	}
 	return time.Since(start), nil
 }
-
-// percentile is the nearest-rank p-th percentile of ds (which it sorts).
-func percentile(ds []time.Duration, p int) time.Duration {
-	slices.Sort(ds)
-	rank := (p*len(ds) + 99) / 100
-	return ds[max(rank, 1)-1]
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -78,7 +78,10 @@ func fcosMetadataRows() []metadataRow {
 		{KeyDeadEnd, func(r *Release, v string) (err error) { r.DeadEnd, err = strconv.ParseBool(v); return }},
 		{KeyDeadEndReason, func(r *Release, v string) error { r.DeadEndReason = v; return nil }},
 		{KeyRollout, readRolloutFlag},
-		{KeyStartEpoch, func(r *Release, v string) (err error) { r.rollout().StartEpoch, err = strconv.ParseInt(v, 10, 64); return }},
+		{KeyStartEpoch, func(r *Release, v string) (err error) {
+			r.rollout().StartEpoch, err = strconv.ParseInt(v, 10, 64)
+			return
+		}},
 		{KeyStartValue, readStartValue},
 		{KeyDuration, readDuration},
 	}

@@ -75,9 +75,9 @@ func (g *Graph) Release(version string) (Release, bool) {
 // wireGraph is the graph JSON the update services serve: what Parse reads
 // and MarshalJSON writes.
 type wireGraph struct {
-	Version          *int                `json:"version,omitempty"`
-	Nodes            []wireNode          `json:"nodes"`
-	Edges            [][2]int            `json:"edges"`
+	Version          *int                 `json:"version,omitempty"`
+	Nodes            []wireNode           `json:"nodes"`
+	Edges            [][2]int             `json:"edges"`
 	ConditionalEdges []wireConditionalOut `json:"conditionalEdges,omitempty"`
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 )
@@ -254,6 +255,8 @@ func decodeAt(path string, data []byte, v any) error {
 		return fmt.Errorf("%s: a JSON %s where a %s is expected", field, typeErr.Value, typeErr.Type)
 	case errors.As(err, &syntaxErr):
 		return fmt.Errorf("%s: invalid JSON at byte %d: %w", path, syntaxErr.Offset, err)
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return fmt.Errorf("%s: invalid JSON: it ends early", path)
 	case err != nil:
 		return fmt.Errorf("%s: %w", path, err)
 	}

@@ -108,12 +108,16 @@ func (e *FetchError) Unwrap() error { return e.Err }
 // Fetcher gets one source's graph. It keeps the last good graph, asks with
 // its entity tag (a 304 keeps it), and after a failure backs off
 // exponentially: a Fetch before RetryAt fails at once with the last error.
-// It is safe for concurrent use; fetches are serialized.
+// It is safe for concurrent use: fetches are serialized, and Last does not
+// wait for one in flight.
 type Fetcher struct {
 	cfg    FetchConfig
 	url    string
 	client *http.Client
 
+	// fetching serializes Fetch; mu guards the fields below it, and is
+	// never held across a request.
+	fetching sync.Mutex
 	mu       sync.Mutex
 	last     Snapshot
 	failures int
@@ -164,16 +168,25 @@ func (f *Fetcher) Last() (Snapshot, bool) {
 }
 
 // Fetch asks the service for the graph and returns it parsed, or a
-// *FetchError saying why not.
+// *FetchError saying why not. A fetch the caller's context ends is no
+// failure of the service: it neither counts nor backs off.
 func (f *Fetcher) Fetch(ctx context.Context) (Snapshot, error) {
+	f.fetching.Lock()
+	defer f.fetching.Unlock()
+	now := f.cfg.Now()
+	f.mu.Lock()
+	last, lastErr, retryAt, failures := f.last, f.lastErr, f.retryAt, f.failures
+	f.mu.Unlock()
+	if lastErr != nil && now.Before(retryAt) {
+		return Snapshot{}, &FetchError{Reason: ReasonBackingOff, URL: f.url, RetryAt: retryAt,
+			Err: fmt.Errorf("%d failures in a row, the last: %w", failures, lastErr)}
+	}
+	snap, err := f.get(ctx, last)
+	if err != nil && ctx.Err() != nil {
+		return Snapshot{}, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	now := f.cfg.Now()
-	if f.lastErr != nil && now.Before(f.retryAt) {
-		return Snapshot{}, &FetchError{Reason: ReasonBackingOff, URL: f.url, RetryAt: f.retryAt,
-			Err: fmt.Errorf("%d failures in a row, the last: %w", f.failures, f.lastErr)}
-	}
-	snap, err := f.get(ctx, f.last.ETag)
 	if err != nil {
 		f.failures++
 		f.retryAt = now.Add(f.backoff())
@@ -183,7 +196,7 @@ func (f *Fetcher) Fetch(ctx context.Context) (Snapshot, error) {
 	}
 	f.failures, f.lastErr = 0, nil
 	if snap.Graph == nil { // not modified
-		snap.Graph, snap.ETag = f.last.Graph, f.last.ETag
+		snap.Graph, snap.ETag = last.Graph, last.ETag
 	}
 	snap.FetchedAt = now
 	f.last = snap
@@ -201,7 +214,7 @@ func (f *Fetcher) backoff() time.Duration {
 }
 
 // get makes one request. A 304 returns a snapshot without a graph.
-func (f *Fetcher) get(ctx context.Context, etag string) (Snapshot, *FetchError) {
+func (f *Fetcher) get(ctx context.Context, last Snapshot) (Snapshot, *FetchError) {
 	fail := func(reason string, err error) (Snapshot, *FetchError) {
 		return Snapshot{}, &FetchError{Reason: reason, URL: f.url, Err: err}
 	}
@@ -212,8 +225,8 @@ func (f *Fetcher) get(ctx context.Context, etag string) (Snapshot, *FetchError) 
 		return fail(ReasonInvalidSource, err)
 	}
 	req.Header.Set("Accept", "application/json")
-	if etag != "" && f.last.Graph != nil {
-		req.Header.Set("If-None-Match", etag)
+	if last.ETag != "" && last.Graph != nil {
+		req.Header.Set("If-None-Match", last.ETag)
 	}
 	resp, err := f.client.Do(req)
 	if err != nil {

@@ -305,3 +305,55 @@ func TestFetchUnknownStreamSaysWhy(t *testing.T) {
 	_, err = f2.Fetch(context.Background())
 	assertFetchError(t, err, ReasonRemoteFailed, "connection refused")
 }
+
+// TestFetchCanceledByTheCallerDoesNotBackOff: a fetch the caller ends is
+// no failure of the service; Last answers while a fetch is in flight.
+func TestFetchCanceledByTheCallerDoesNotBackOff(t *testing.T) {
+	arrived := make(chan struct{}, 4)
+	release := make(chan struct{})
+	defer close(release)
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer server.Close()
+	clock := &fakeClock{now: time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC)}
+	f := newFetcher(t, server.URL, clock, time.Minute)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := f.Fetch(ctx); done <- err }()
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request never reached the server")
+	}
+	lastReturned := make(chan struct{})
+	go func() { f.Last(); close(lastReturned) }()
+	select {
+	case <-lastReturned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Last waited for the fetch in flight")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		assertFetchError(t, err, ReasonRemoteFailed, "context canceled")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the canceled fetch did not return")
+	}
+	// No backoff: the next fetch asks the service at once.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	go func() { _, err := f.Fetch(ctx2); done <- err }()
+	select {
+	case <-arrived:
+	case err := <-done:
+		t.Fatalf("the fetch after a canceled one did not ask the service: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second request never reached the server")
+	}
+	cancel2()
+	<-done
+}

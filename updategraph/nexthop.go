@@ -234,11 +234,8 @@ func (g *Graph) sortNewestFirst(cs []Candidate) {
 func compareVersions(a, b string) int {
 	mainA, preA, _ := strings.Cut(a, "-")
 	mainB, preB, _ := strings.Cut(b, "-")
-	fa, fb := strings.Split(mainA, "."), strings.Split(mainB, ".")
-	for i := 0; i < max(len(fa), len(fb)); i++ {
-		if c := compareField(fieldAt(fa, i), fieldAt(fb, i)); c != 0 {
-			return c
-		}
+	if c := compareFields(mainA, mainB); c != 0 {
+		return c
 	}
 	switch {
 	case preA == preB:
@@ -248,7 +245,19 @@ func compareVersions(a, b string) int {
 	case preB == "":
 		return -1
 	}
-	return strings.Compare(preA, preB)
+	return compareFields(preA, preB)
+}
+
+// compareFields compares dot-separated fields, numerically where both are
+// numbers (rc.9 before rc.10).
+func compareFields(a, b string) int {
+	fa, fb := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < max(len(fa), len(fb)); i++ {
+		if c := compareField(fieldAt(fa, i), fieldAt(fb, i)); c != 0 {
+			return c
+		}
+	}
+	return 0
 }
 
 func fieldAt(fields []string, i int) string {

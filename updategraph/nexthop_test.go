@@ -168,7 +168,7 @@ func TestRolloutFraction(t *testing.T) {
 }
 
 func TestCompareVersions(t *testing.T) {
-	ordered := []string{"4.9.0", "4.10.0-rc.1", "4.10.0", "4.10.1", "44.20260621.3.1", "44.20260707.3.1"}
+	ordered := []string{"4.9.0", "4.10.0-rc.1", "4.10.0-rc.9", "4.10.0-rc.10", "4.10.0", "4.10.1", "44.20260621.3.1", "44.20260707.3.1"}
 	for i := range ordered {
 		for j := range ordered {
 			got := compareVersions(ordered[i], ordered[j])

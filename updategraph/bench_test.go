@@ -10,7 +10,8 @@ import (
 // releases, 19 barriers, 2 rollouts; testdata/README.md) served by a local
 // graph service as fcos-graph-builder would serve it. "fetch-parse" is one
 // Fetch (HTTP on the loopback, no entity tag, the body parsed and
-// validated); "next-hops" is NextHops from each of the 179 releases;
+// validated); "fetch-not-modified" is a Fetch the service answers with
+// 304 (the entity tag matched: nothing parsed); "next-hops" is NextHops from each of the 179 releases;
 // "all" is both, what a pool's evaluation costs end to end when every
 // release is asked; "build" is BuildFCOS from the release index and the
 // update metadata.
@@ -46,6 +47,20 @@ func BenchmarkFCOSSnapshot(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		for b.Loop() {
 			fetch(b)
+		}
+	})
+	b.Run("fetch-not-modified", func(b *testing.B) {
+		f, err := NewFetcher(src, FetchConfig{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := f.Fetch(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			if _, err := f.Fetch(context.Background()); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 	g := fetch(b)

@@ -93,7 +93,13 @@ func NextHops(g *Graph, running []Running, p Policy) (Hops, error) {
 	if hops.Current.DeadEnd {
 		return hops, nil
 	}
-	for _, c := range g.targets(from, &hops.Excluded) {
+	targets := g.targets(from, &hops.Excluded)
+	for _, c := range targets {
+		if c.Release.Rollout != nil && p.Now.IsZero() {
+			return Hops{}, fmt.Errorf("%s is under a rollout, and no time was given to throttle it with (Policy.Now)", c.Release.Version)
+		}
+	}
+	for _, c := range targets {
 		if reason, message, refused := g.refuse(from, c.Release, p); refused {
 			hops.Excluded = append(hops.Excluded, Exclusion{Version: c.Release.Version, Reason: reason, Message: message})
 			continue

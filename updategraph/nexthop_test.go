@@ -124,6 +124,10 @@ func TestNextHopsNeverSkipsABarrierNorGoesToADeadEnd(t *testing.T) {
 	if !reflect.DeepEqual(reasons, want) {
 		t.Errorf("excluded: %+v; want %v", hops.Excluded, want)
 	}
+	// A rollout is not judged without the time.
+	if _, err := NextHops(g, on("40.3.3.0", "a"), Policy{}); err == nil || !strings.Contains(err.Error(), "no time was given") {
+		t.Errorf("a rollout without Policy.Now: %v; want an error", err)
+	}
 	// Out of a dead-end, no edge, whatever the graph says.
 	hops, err = NextHops(g, on("41.1.3.0", "a"), Policy{})
 	if err != nil || len(hops.Candidates) != 0 || !hops.Current.DeadEnd || hops.Current.DeadEndReason != "broken bootloader" {

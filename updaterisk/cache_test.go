@@ -21,7 +21,9 @@ type counted struct {
 	asked map[string]int
 }
 
-func newCounted(exposure map[string]answer) *counted { return newCountedWith(DefaultThrottle(), exposure) }
+func newCounted(exposure map[string]answer) *counted {
+	return newCountedWith(DefaultThrottle(), exposure)
+}
 
 func newCountedWith(throttle Throttle, exposure map[string]answer) *counted {
 	c := &counted{clock: &fakeClock{t: time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC)}, asked: map[string]int{}}

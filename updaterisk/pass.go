@@ -3,6 +3,7 @@ package updaterisk
 import (
 	"context"
 	"sort"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -77,7 +78,7 @@ func checkCandidate(c Candidate) (Result, [][]rule) {
 // pending is a risk to evaluate: its definition and valid rules as the
 // highest version naming it has them.
 type pending struct {
-	version string
+	version ordered
 	risk    updategraph.Risk
 	rules   []rule
 }
@@ -91,9 +92,10 @@ func risksInOrder(candidates []Candidate, results []Result, rules [][][]rule) []
 		if results[i].Dropped {
 			continue
 		}
+		v := orderedVersion(c.Version) // parsed once: passes run often
 		for j, risk := range c.Risks {
-			if p, seen := byName[risk.Name]; !seen || compareVersions(c.Version, p.version) > 0 {
-				byName[risk.Name] = pending{version: c.Version, risk: risk, rules: rules[i][j]}
+			if p, seen := byName[risk.Name]; !seen || v.compare(p.version) > 0 {
+				byName[risk.Name] = pending{version: v, risk: risk, rules: rules[i][j]}
 			}
 		}
 	}
@@ -102,7 +104,7 @@ func risksInOrder(candidates []Candidate, results []Result, rules [][][]rule) []
 		out = append(out, p)
 	}
 	sort.Slice(out, func(a, b int) bool {
-		if d := compareVersions(out[a].version, out[b].version); d != 0 {
+		if d := out[a].version.compare(out[b].version); d != 0 {
 			return d > 0
 		}
 		return out[a].risk.Name < out[b].risk.Name
@@ -110,34 +112,37 @@ func risksInOrder(candidates []Candidate, results []Result, rules [][][]rule) []
 	return out
 }
 
-// compareVersions orders semantic versions (4.16.0-rc.1) and dotted ones
-// (Fedora CoreOS's 42.20250901.3.0); what parses as neither compares as
-// text, after those that do.
-func compareVersions(a, b string) int {
-	va, erra := parseVersion(a)
-	vb, errb := parseVersion(b)
-	switch {
-	case erra == nil && errb == nil && va.LessThan(vb):
-		return -1
-	case erra == nil && errb == nil && vb.LessThan(va):
-		return 1
-	case erra == nil && errb == nil:
-		return 0
-	case erra == nil:
-		return 1
-	case errb == nil:
-		return -1
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+// ordered is a version as it orders: semantic (4.16.0-rc.1) or dotted
+// (Fedora CoreOS's 42.20250901.3.0) when it parses as either, else its
+// text, which orders after (below) those that parse.
+type ordered struct {
+	text   string
+	parsed *version.Version
 }
 
-func parseVersion(s string) (*version.Version, error) {
-	if v, err := version.ParseSemantic(s); err == nil {
-		return v, nil
+func orderedVersion(s string) ordered {
+	v, err := version.ParseSemantic(s)
+	if err != nil {
+		v, err = version.ParseGeneric(s)
 	}
-	return version.ParseGeneric(s)
+	if err != nil {
+		v = nil
+	}
+	return ordered{text: s, parsed: v}
+}
+
+func (a ordered) compare(b ordered) int {
+	switch {
+	case a.parsed != nil && b.parsed != nil && a.parsed.LessThan(b.parsed):
+		return -1
+	case a.parsed != nil && b.parsed != nil && b.parsed.LessThan(a.parsed):
+		return 1
+	case a.parsed != nil && b.parsed != nil:
+		return 0
+	case a.parsed != nil:
+		return 1
+	case b.parsed != nil:
+		return -1
+	}
+	return strings.Compare(a.text, b.text)
 }

@@ -119,6 +119,11 @@ func (c *ruleCache) match(ctx context.Context, promql string) (bool, error) {
 	got := c.query(ctx, target)
 	c.stats.Queries++
 	c.lastQuery = c.now()
+	if ctx.Err() != nil {
+		// The caller gave up: the failure says nothing of the rule, and
+		// kept as its answer it would stand for MinPerRule.
+		return false, fmt.Errorf("query %q not answered: %w", target, context.Cause(ctx))
+	}
 	e := c.entry(target)
 	e.answered, e.answer = c.lastQuery, got
 	if target == promql {

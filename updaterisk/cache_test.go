@@ -160,3 +160,19 @@ func TestCacheForgetsAfterExpiration(t *testing.T) {
 		t.Errorf("entries %v, want a (waiting) and b", c.cache.entries)
 	}
 }
+
+// TestCacheKeepsNoAnswerOfACallerThatGaveUp: a query cut short by the
+// caller's context is not the rule's answer.
+func TestCacheKeepsNoAnswerOfACallerThatGaveUp(t *testing.T) {
+	c := newCounted(map[string]answer{"a": {exposed: true}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.cache.match(ctx, "a"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("match with a canceled context: %v, want canceled", err)
+	}
+	c.clock.advance(2 * time.Second)
+	if exposed, err := c.match(t, "a"); err != nil || !exposed {
+		t.Fatalf("the next pass: %v, %v; want a fresh query's answer", exposed, err)
+	}
+	c.expectQueries(t, map[string]int{"a": 2})
+}

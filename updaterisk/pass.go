@@ -2,6 +2,7 @@ package updaterisk
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
 
@@ -16,7 +17,8 @@ import (
 // rules checked, each risk named by the kept candidates evaluated once,
 // and each candidate's Recommended condition built from them. accepted
 // names the risks the operator accepted. The error is ctx's only, when it
-// ends before the pass under way does; a failure to evaluate is an
+// ends before this pass does (its rules then failed for no reason of
+// theirs, and no answer of theirs is kept); a failure to evaluate is an
 // answer (EvaluationFailed), not an error.
 func (ev *Evaluator) Evaluate(ctx context.Context, candidates []Candidate, accepted []string) (Evaluation, error) {
 	if err := ev.acquire(ctx); err != nil {
@@ -47,6 +49,10 @@ func (ev *Evaluator) Evaluate(ctx context.Context, candidates []Candidate, accep
 		if results[i].Recommended.Status == metav1.ConditionUnknown {
 			out.RetryAfter = ev.cache.throttle.MinBetweenQueries
 		}
+	}
+	if err := context.Cause(ctx); err != nil {
+		// Rules cut short by the caller failed for no reason of theirs.
+		return Evaluation{}, fmt.Errorf("evaluate update risks: %w", err)
 	}
 	return out, nil
 }

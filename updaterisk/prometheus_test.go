@@ -2,6 +2,7 @@ package updaterisk_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -230,4 +231,21 @@ func TestUnreachablePrometheusFailsEvaluation(t *testing.T) {
 	ev, _ := newEvaluator(fmt.Sprintf("http://127.0.0.1:%d", ports[0]), updaterisk.DefaultThrottle())
 	c := updaterisk.Candidate{Version: "4.16.1", Risks: []updategraph.Risk{newRisk("Unreachable", promql("vector(1)"))}}
 	expect(t, evaluate(t, ev, c).Candidates[0], metav1.ConditionUnknown, updaterisk.ReasonEvaluationFailed, "connection refused")
+}
+
+// TestCanceledEvaluationIsAnError: a pass cut short by its caller answers
+// nothing rather than EvaluationFailed for every rule.
+func TestCanceledEvaluationIsAnError(t *testing.T) {
+	t.Parallel()
+	ports, err := cluster.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, _ := newEvaluator(fmt.Sprintf("http://127.0.0.1:%d", ports[0]), updaterisk.DefaultThrottle())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c := updaterisk.Candidate{Version: "4.16.1", Risks: []updategraph.Risk{newRisk("R", promql("vector(1)"))}}
+	if e, err := ev.Evaluate(ctx, []updaterisk.Candidate{c}, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Evaluate with a canceled context = %+v, %v; want context.Canceled", e, err)
+	}
 }

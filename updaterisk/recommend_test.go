@@ -95,7 +95,7 @@ func TestValidateNamesTheRiskAndTheRule(t *testing.T) {
 		{Type: TypePromQL, PromQL: &updategraph.PromQLQuery{PromQL: "vector(1)"}},
 		{Type: "Sometimes"},
 		{Type: TypePromQL},
-		{Type: TypePromQL, PromQL: &updategraph.PromQLQuery{PromQL: " "}},
+		{Type: TypePromQL, PromQL: &updategraph.PromQLQuery{PromQL: ""}},
 		{Type: TypeAlways, PromQL: &updategraph.PromQLQuery{PromQL: "vector(1)"}},
 		{Type: TypeAlways},
 	}}

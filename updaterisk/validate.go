@@ -2,7 +2,6 @@ package updaterisk
 
 import (
 	"fmt"
-	"strings"
 
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 
@@ -25,7 +24,9 @@ var ruleChecks = map[string]func(updategraph.MatchingRule) error{
 		return nil
 	},
 	TypePromQL: func(r updategraph.MatchingRule) error {
-		if r.PromQL == nil || strings.TrimSpace(r.PromQL.PromQL) == "" {
+		// Empty only, as the CVO checks: a blank query is Prometheus's
+		// to reject (a failed rule, not an invalid one).
+		if r.PromQL == nil || r.PromQL.PromQL == "" {
 			return fmt.Errorf("promql.promql: required for type %s", TypePromQL)
 		}
 		return nil

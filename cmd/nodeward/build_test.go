@@ -107,6 +107,9 @@ func TestPackagesImportOneWay(t *testing.T) {
 		// The config drift monitor: a leaf on machineconfig, which it
 		// checks with; nothing of the agent.
 		"drift": {"kmsg", "kernelrules", "oomkill", "api/v1alpha1", "api/kube", "hostexec", "coordinator", "daemon", "daemon/update", "daemon/mco", "daemon/health", "conditions", "drain", "osupdate", "systemd"},
+		// The update graphs (#39): a pure leaf, nothing of nodeward. The
+		// coordinator will import it, never the other way.
+		"updategraph": {"api/v1alpha1", "api/kube", "hostexec", "machineconfig", "atomicfile", "gate", "objectgate", "silence", "coordinator", "daemon", "daemon/update", "daemon/mco", "daemon/health", "conditions", "drain", "osupdate", "systemd"},
 		// Test libraries. test/cluster (control plane, CRDs, the nodeward
 		// build) is imported by the tests of daemon (from inside package
 		// daemon), drain and api/kube: it must link neither the agent nor

@@ -64,7 +64,7 @@ func simulate(b *testing.B, url string, throttle updaterisk.Throttle, candidates
 		if err != nil {
 			b.Fatal(err)
 		}
-		s, _ := ev.Stats(context.Background())
+		s := ev.Stats()
 		n := s.Queries - last.Queries
 		d.passes++
 		d.maxPerPass = max(d.maxPerPass, n)

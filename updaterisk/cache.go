@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -67,6 +68,10 @@ type entry struct {
 // query, so that a query for it would serve someone.
 func (e *entry) waiting() bool { return e.asked.After(e.answered) }
 
+// counters are Stats as the cache counts them: read without waiting for
+// a pass (a metrics scrape must not).
+type counters struct{ queries, cached, throttled atomic.Int64 }
+
 // ruleCache caches the answers of PromQL rules, keyed by their query,
 // under a Throttle. It is not safe for concurrent use: the Evaluator
 // serializes its passes.
@@ -78,7 +83,7 @@ type ruleCache struct {
 
 	lastQuery time.Time // when the last query ended
 	entries   map[string]*entry
-	stats     Stats
+	stats     counters
 }
 
 func newRuleCache(throttle Throttle, now func() time.Time, query func(context.Context, string) answer) *ruleCache {
@@ -103,7 +108,7 @@ func (c *ruleCache) match(ctx context.Context, promql string) (bool, error) {
 		// None waits. The CVO then asks for this rule however fresh
 		// its answer; MinPerRule need not give way.
 		if e := c.entries[promql]; !c.throttle.AskFreshWhenNoneWaits && e != nil && !e.answered.IsZero() && now.Sub(e.answered) < c.throttle.MinPerRule {
-			c.stats.Cached++
+			c.stats.cached.Add(1)
 			return e.answer.exposed, e.answer.err
 		}
 		target = promql
@@ -111,13 +116,13 @@ func (c *ruleCache) match(ctx context.Context, promql string) (bool, error) {
 		// Even the stalest answer is fresh: nothing is due but a rule
 		// never answered.
 		if e := c.entries[promql]; e != nil && !e.answered.IsZero() {
-			c.stats.Cached++
+			c.stats.cached.Add(1)
 			return e.answer.exposed, e.answer.err
 		}
 		target = promql
 	}
 	got := c.query(ctx, target)
-	c.stats.Queries++
+	c.stats.queries.Add(1)
 	c.lastQuery = c.now()
 	if ctx.Err() != nil {
 		// The caller gave up: the failure says nothing of the rule, and
@@ -136,10 +141,10 @@ func (c *ruleCache) match(ctx context.Context, promql string) (bool, error) {
 // has none.
 func (c *ruleCache) cached(promql string, next time.Time) (bool, error) {
 	if e := c.entries[promql]; e != nil && !e.answered.IsZero() {
-		c.stats.Cached++
+		c.stats.cached.Add(1)
 		return e.answer.exposed, e.answer.err
 	}
-	c.stats.Throttled++
+	c.stats.throttled.Add(1)
 	return false, fmt.Errorf("%w: Prometheus is asked at most once per %s, next at %s", errThrottled, c.throttle.MinBetweenQueries, next.UTC().Format(time.RFC3339))
 }
 

@@ -62,7 +62,7 @@ func TestCacheAsksARuleOncePerHour(t *testing.T) {
 	c.expectQueries(t, map[string]int{"a": 1})
 	c.match(t, "a") // 60 minutes after the first query
 	c.expectQueries(t, map[string]int{"a": 2})
-	if s := c.cache.stats; s.Queries != 2 || s.Cached != 59 || s.Throttled != 0 {
+	if s := (&Evaluator{cache: c.cache}).Stats(); s.Queries != 2 || s.Cached != 59 || s.Throttled != 0 {
 		t.Errorf("stats %+v, want 2 queries, 59 cached", s)
 	}
 }

@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
-	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/nodeward/nodeward/updategraph"
 )
@@ -84,7 +82,7 @@ func checkCandidate(c Candidate) (Result, [][]rule) {
 // pending is a risk to evaluate: its definition and valid rules as the
 // highest version naming it has them.
 type pending struct {
-	version ordered
+	version string
 	risk    updategraph.Risk
 	rules   []rule
 }
@@ -98,9 +96,9 @@ func risksInOrder(candidates []Candidate, results []Result, rules [][][]rule) []
 		if results[i].Dropped {
 			continue
 		}
-		v := orderedVersion(c.Version) // parsed once: passes run often
+		v := c.Version
 		for j, risk := range c.Risks {
-			if p, seen := byName[risk.Name]; !seen || v.compare(p.version) > 0 {
+			if p, seen := byName[risk.Name]; !seen || updategraph.CompareVersions(v, p.version) > 0 {
 				byName[risk.Name] = pending{version: v, risk: risk, rules: rules[i][j]}
 			}
 		}
@@ -110,45 +108,10 @@ func risksInOrder(candidates []Candidate, results []Result, rules [][][]rule) []
 		out = append(out, p)
 	}
 	sort.Slice(out, func(a, b int) bool {
-		if d := out[a].version.compare(out[b].version); d != 0 {
+		if d := updategraph.CompareVersions(out[a].version, out[b].version); d != 0 {
 			return d > 0
 		}
 		return out[a].risk.Name < out[b].risk.Name
 	})
 	return out
-}
-
-// ordered is a version as it orders: semantic (4.16.0-rc.1) or dotted
-// (Fedora CoreOS's 42.20250901.3.0) when it parses as either, else its
-// text, which orders after (below) those that parse.
-type ordered struct {
-	text   string
-	parsed *version.Version
-}
-
-func orderedVersion(s string) ordered {
-	v, err := version.ParseSemantic(s)
-	if err != nil {
-		v, err = version.ParseGeneric(s)
-	}
-	if err != nil {
-		v = nil
-	}
-	return ordered{text: s, parsed: v}
-}
-
-func (a ordered) compare(b ordered) int {
-	switch {
-	case a.parsed != nil && b.parsed != nil && a.parsed.LessThan(b.parsed):
-		return -1
-	case a.parsed != nil && b.parsed != nil && b.parsed.LessThan(a.parsed):
-		return 1
-	case a.parsed != nil && b.parsed != nil:
-		return 0
-	case a.parsed != nil:
-		return 1
-	case b.parsed != nil:
-		return -1
-	}
-	return strings.Compare(a.text, b.text)
 }

@@ -132,17 +132,3 @@ func TestValidateNamesTheRiskAndTheRule(t *testing.T) {
 		t.Errorf("a valid risk: %v", err)
 	}
 }
-
-func TestCompareVersions(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		want int
-	}{
-		{"4.16.1", "4.16.0", 1}, {"4.16.0-rc.1", "4.16.0", -1}, {"4.9.0", "4.10.0", -1},
-		{"42.20250901.3.0", "42.20250815.3.1", 1}, {"4.16.0", "4.16.0", 0}, {"nightly", "4.1.0", -1}, {"b", "a", 1},
-	} {
-		if got := orderedVersion(tc.a).compare(orderedVersion(tc.b)); got != tc.want {
-			t.Errorf("compare(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
-		}
-	}
-}

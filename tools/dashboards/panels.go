@@ -64,54 +64,66 @@ func rollout() board {
 		uid: rolloutUID, title: "nodeward / Rollout", file: "nodeward-rollout.json", pools: true,
 		about:      "OS update rollouts of nodeward's UpdatePools: progress, the unavailable budget, each node's step, drains, gates, grants and rollbacks.",
 		nodeValues: "nodeward_update_step{" + agent + "}",
-		panels: []panel{
-			{id: 1, title: "Nodes by state", kind: timeSeriesKind, unit: "none", width: 12,
-				about:   "The pool's nodes: total, updated (run the target), updating (hold a slot), degraded (failed on the target).",
-				queries: []query{{`nodeward_pool_nodes{` + pool + `}`, "{{pool}} {{state}}"}}},
-			{id: 2, title: "Unavailable against maxUnavailable", kind: timeSeriesKind, unit: "none", width: 12,
-				about: "Nodes the coordinator counts unavailable, and the most it lets be unavailable at once.",
-				queries: []query{
-					{`nodeward_pool_unavailable_nodes{` + pool + `}`, "{{pool}} unavailable"},
-					{`nodeward_pool_max_unavailable{` + pool + `}`, "{{pool}} maxUnavailable"},
-				}},
-			{id: 3, title: "Why the rollout waits", kind: tableKind, unit: "none", width: 8,
-				about:   "The one reason each pool makes no progress now (none: granting, or nothing to do). NodewardPoolStuck and NodewardPoolHalted fire on it.",
-				queries: []query{{`nodeward_pool_waiting{` + pool + `} == 1`, "{{pool}}: {{reason}}"}}},
-			{id: 4, title: "Nodes waiting for a slot", kind: timeSeriesKind, unit: "none", width: 8,
-				about:   "Nodes that need the target and hold no slot yet.",
-				queries: []query{{`nodeward_pool_waiting_nodes{` + pool + `}`, "{{pool}}"}}},
-			{id: 5, title: "Nodes holding a slot", kind: tableKind, unit: "none", width: 8,
-				about:   "The nodes updating under a grant of the pool now (drain, reboot, return).",
-				queries: []query{{`nodeward_node_update_in_progress{` + pool + `}`, "{{pool}} {{node}}"}}},
-			{id: 6, title: "Update step per node", kind: timeSeriesKind, unit: "none", width: 24,
-				about:   "Which node is in which update step (one line per node and step while the node is in it). NodewardNodeDegraded, NodewardDrainBlocked and NodewardNodeUnavailableTooLong fire on it.",
-				queries: []query{{`nodeward_update_step{` + node + `} == 1`, "{{node}} {{step}}"}}},
-			{id: 7, title: "Pods blocking a drain", kind: timeSeriesKind, unit: "none", width: 12,
-				about:   "Pods that block the node's drain now (a PodDisruptionBudget, a refused eviction). NodewardDrainBlocked fires when a drain stays blocked.",
-				queries: []query{{`nodeward_drain_blocked_pods{` + node + `}`, "{{node}}"}}},
-			{id: 8, title: "Evictions by result", kind: timeSeriesKind, unit: "short", width: 12,
-				about: "Eviction requests of the drains by result (evicted, blocked_pdb, …); 0 for a node that evicted nothing.",
-				queries: []query{{`sum by (node, result) (increase(nodeward_drain_evictions_total{` + node + `}[$__rate_interval]))` +
-					` or sum by (node) (0 * nodeward_drain_blocked_pods{` + node + `})`, "{{node}} {{result}}"}}},
-			{id: 9, title: "Health gates passing", kind: timeSeriesKind, unit: "none", width: 8,
-				about:   "1 when the pool's health gates passed at their last evaluation, 0 when they hold grants; only pools with gates.",
-				queries: []query{{`nodeward_pool_gates_passing{` + pool + `}`, "{{pool}}"}}},
-			{id: 10, title: "Slots granted", kind: timeSeriesKind, unit: "short", width: 8,
-				about:   "Update slots the coordinator granted.",
-				queries: []query{{`sum by (pool) (increase(nodeward_update_grants_total{` + pool + `}[$__rate_interval]))`, "{{pool}}"}}},
-			{id: 11, title: "Rollbacks (last hour)", kind: timeSeriesKind, unit: "short", width: 8,
-				about:   "OS updates rolled back per node in the last hour: the new OS failed verification. NodewardNodeRolledBack fires on it.",
-				queries: []query{{`sum by (node) (increase(nodeward_update_rollbacks_total{` + node + `}[1h]))`, "{{node}}"}}},
-			{id: 12, title: "Unavailable time per update", kind: timeSeriesKind, unit: "s", width: 12,
-				about:   "Mean seconds from cordon to uncordon of the node's completed updates.",
-				queries: []query{{`nodeward_update_unavailable_seconds_sum{` + node + `} / nodeward_update_unavailable_seconds_count{` + node + `} > 0`, "{{node}}"}}},
-			{id: 13, title: "Coordinator and agents up", kind: timeSeriesKind, unit: "none", width: 12,
-				about: "Scrapes that succeed: 0 for an agent down (a node rebooting under a slot is expected) or no coordinator. NodewardAgentLivenessLost and NodewardCoordinatorDown fire on it.",
-				queries: []query{
-					{`up{` + coordinator + `}`, "coordinator {{instance}}"},
-					{`up{` + node + `}`, "agent {{node}}"},
-				}},
-		},
+		panels:     append(poolPanels(pool), updatePanels(pool, node)...),
+	}
+}
+
+// poolPanels are the rollout's panels on the coordinator's pool metrics.
+func poolPanels(pool string) []panel {
+	return []panel{
+		{id: 1, title: "Nodes by state", kind: timeSeriesKind, unit: "none", width: 12,
+			about:   "The pool's nodes: total, updated (run the target), updating (hold a slot), degraded (failed on the target).",
+			queries: []query{{`nodeward_pool_nodes{` + pool + `}`, "{{pool}} {{state}}"}}},
+		{id: 2, title: "Unavailable against maxUnavailable", kind: timeSeriesKind, unit: "none", width: 12,
+			about: "Nodes the coordinator counts unavailable, and the most it lets be unavailable at once.",
+			queries: []query{
+				{`nodeward_pool_unavailable_nodes{` + pool + `}`, "{{pool}} unavailable"},
+				{`nodeward_pool_max_unavailable{` + pool + `}`, "{{pool}} maxUnavailable"},
+			}},
+		{id: 3, title: "Why the rollout waits", kind: tableKind, unit: "none", width: 8,
+			about:   "The one reason each pool makes no progress now (none: granting, or nothing to do). NodewardPoolStuck and NodewardPoolHalted fire on it.",
+			queries: []query{{`nodeward_pool_waiting{` + pool + `} == 1`, "{{pool}}: {{reason}}"}}},
+		{id: 4, title: "Nodes waiting for a slot", kind: timeSeriesKind, unit: "none", width: 8,
+			about:   "Nodes that need the target and hold no slot yet.",
+			queries: []query{{`nodeward_pool_waiting_nodes{` + pool + `}`, "{{pool}}"}}},
+		{id: 5, title: "Nodes holding a slot", kind: tableKind, unit: "none", width: 8,
+			about:   "The nodes updating under a grant of the pool now (drain, reboot, return).",
+			queries: []query{{`nodeward_node_update_in_progress{` + pool + `}`, "{{pool}} {{node}}"}}},
+	}
+}
+
+// updatePanels are the rollout's panels on the agents' update and drain
+// metrics, and on both programs' scrapes.
+func updatePanels(pool, node string) []panel {
+	return []panel{
+		{id: 6, title: "Update step per node", kind: timeSeriesKind, unit: "none", width: 24,
+			about:   "Which node is in which update step (one line per node and step while the node is in it). NodewardNodeDegraded, NodewardDrainBlocked and NodewardNodeUnavailableTooLong fire on it.",
+			queries: []query{{`nodeward_update_step{` + node + `} == 1`, "{{node}} {{step}}"}}},
+		{id: 7, title: "Pods blocking a drain", kind: timeSeriesKind, unit: "none", width: 12,
+			about:   "Pods that block the node's drain now (a PodDisruptionBudget, a refused eviction). NodewardDrainBlocked fires when a drain stays blocked.",
+			queries: []query{{`nodeward_drain_blocked_pods{` + node + `}`, "{{node}}"}}},
+		{id: 8, title: "Evictions by result", kind: timeSeriesKind, unit: "short", width: 12,
+			about: "Eviction requests of the drains by result (evicted, blocked_pdb, …); 0 for a node that evicted nothing.",
+			queries: []query{{`sum by (node, result) (increase(nodeward_drain_evictions_total{` + node + `}[$__rate_interval]))` +
+				` or sum by (node) (0 * nodeward_drain_blocked_pods{` + node + `})`, "{{node}} {{result}}"}}},
+		{id: 9, title: "Health gates passing", kind: timeSeriesKind, unit: "none", width: 8,
+			about:   "1 when the pool's health gates passed at their last evaluation, 0 when they hold grants; only pools with gates.",
+			queries: []query{{`nodeward_pool_gates_passing{` + pool + `}`, "{{pool}}"}}},
+		{id: 10, title: "Slots granted", kind: timeSeriesKind, unit: "short", width: 8,
+			about:   "Update slots the coordinator granted.",
+			queries: []query{{`sum by (pool) (increase(nodeward_update_grants_total{` + pool + `}[$__rate_interval]))`, "{{pool}}"}}},
+		{id: 11, title: "Rollbacks (last hour)", kind: timeSeriesKind, unit: "short", width: 8,
+			about:   "OS updates rolled back per node in the last hour: the new OS failed verification. NodewardNodeRolledBack fires on it.",
+			queries: []query{{`sum by (node) (increase(nodeward_update_rollbacks_total{` + node + `}[1h]))`, "{{node}}"}}},
+		{id: 12, title: "Unavailable time per update", kind: timeSeriesKind, unit: "s", width: 12,
+			about:   "Mean seconds from cordon to uncordon of the node's completed updates.",
+			queries: []query{{`nodeward_update_unavailable_seconds_sum{` + node + `} / nodeward_update_unavailable_seconds_count{` + node + `} > 0`, "{{node}}"}}},
+		{id: 13, title: "Coordinator and agents up", kind: timeSeriesKind, unit: "none", width: 12,
+			about: "Scrapes that succeed: 0 for an agent down (a node rebooting under a slot is expected) or no coordinator. NodewardAgentLivenessLost and NodewardCoordinatorDown fire on it.",
+			queries: []query{
+				{`up{` + coordinator + `}`, "coordinator {{instance}}"},
+				{`up{` + node + `}`, "agent {{node}}"},
+			}},
 	}
 }
 

@@ -137,16 +137,7 @@ func kubepodsCgroup(t *testing.T) (kubepods, container string) {
 	kernelevents.Lock(t) // an OOM kill writes its report to the kernel log
 	kubepods = filepath.Join(memory, fmt.Sprintf("nodeward-dash-%d", os.Getpid()), "kubepods")
 	container = filepath.Join(kubepods, "burstable", "pod6a1f0c2e-5b7d-4e8a-9c3f-2d4b6e8f0a1c", strings.Repeat("d0", 32))
-	rel, _ := filepath.Rel(memory, container)
-	dir := memory
-	for _, part := range strings.Split(rel, string(filepath.Separator)) {
-		dir = filepath.Join(dir, part)
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			t.Fatalf("create cgroup %s: %v", dir, err)
-		}
-		cg := dir
-		t.Cleanup(func() { testenv.RemoveCgroup(t, cg) })
-	}
+	testenv.MakeCgroups(t, memory, container)
 	if err := os.WriteFile(filepath.Join(container, "memory.limit_in_bytes"), []byte("16777216"), 0); err != nil {
 		t.Fatal(err)
 	}

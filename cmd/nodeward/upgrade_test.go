@@ -109,7 +109,7 @@ func openShiftSource(accepted ...string) *v1alpha1.UpdateSource {
 
 func retrievedFalse() []metav1.Condition {
 	return []metav1.Condition{{Type: v1alpha1.PoolRetrievedUpdates, Status: metav1.ConditionFalse, Reason: "RemoteFailed",
-		Message: "Get \"https://updates.example/api/upgrades_info/graph\": connection refused",
+		Message:            "Get \"https://updates.example/api/upgrades_info/graph\": connection refused",
 		LastTransitionTime: metav1.NewTime(time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC))}}
 }
 

@@ -62,6 +62,9 @@ func runUpgrade(cmd *cobra.Command, f *upgradeFlags, args []string) error {
 		}
 		return showUpgrades(cmd, f, poolArg(args))
 	}
+	if f.includeNotRecommended {
+		return usageError(errors.New("--include-not-recommended goes without --to: it lists the updates; --allow-not-recommended takes one"))
+	}
 	if err := validVersion(f.to); err != nil {
 		return usageError(err)
 	}
@@ -79,6 +82,10 @@ func runUpgrade(cmd *cobra.Command, f *upgradeFlags, args []string) error {
 	choice, err := chooseUpgrade(pool, f.to, f.allowNotRecommended)
 	if err != nil {
 		return err
+	}
+	if !choice.changes() {
+		fmt.Fprintf(cmd.OutOrStdout(), "pool %s already targets %s (version %s): nothing changed\n", choice.pool, choice.release.Image, choice.release.Version)
+		return nil
 	}
 	if err := applyUpgrade(cmd.Context(), pools, choice, f.dryRun); err != nil {
 		return err

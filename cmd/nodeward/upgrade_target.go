@@ -35,6 +35,8 @@ type upgradeChoice struct {
 	// acceptedRisks is spec.updateSource.acceptedRisks after: the pool's
 	// own, then the names of accepted not already there.
 	acceptedRisks []string
+	// added counts those names.
+	added int
 }
 
 // validVersion refuses what cannot be a release version, before the pool
@@ -88,6 +90,7 @@ func chooseUpgrade(p *v1alpha1.UpdatePool, version string, allowNotRecommended b
 	for _, r := range c.accepted {
 		if !slices.Contains(c.acceptedRisks, r.Name) {
 			c.acceptedRisks = append(c.acceptedRisks, r.Name)
+			c.added++
 		}
 	}
 	return c, nil
@@ -104,7 +107,10 @@ func requirePinned(r v1alpha1.UpdateRelease) error {
 	if err != nil {
 		return fmt.Errorf("release %s: image %q is not a valid target: %w", r.Version, r.Image, err)
 	}
-	if t.Digest == "" && t.Checksum == "" || len(t.KernelArgs)+len(t.DeleteKernelArgs) > 0 {
+	if len(t.KernelArgs)+len(t.DeleteKernelArgs) > 0 {
+		return fmt.Errorf("release %s: image %q is more than one image reference; refusing to target it", r.Version, r.Image)
+	}
+	if t.Digest == "" && t.Checksum == "" {
 		return fmt.Errorf("release %s: image %q is not pinned to a digest (want REGISTRY/REPOSITORY@sha256:…); refusing a target that could change under its name", r.Version, r.Image)
 	}
 	return nil
@@ -151,6 +157,12 @@ func listOrNone(list []string) string {
 		return "none"
 	}
 	return strings.Join(list, ", ")
+}
+
+// changes says whether the choice changes the pool: a pool already on the
+// release, with its risks already accepted, is left as it is.
+func (c upgradeChoice) changes() bool {
+	return c.from != c.release.Image || c.added > 0
 }
 
 // patch is the JSON merge patch of the choice: the resourceVersion makes

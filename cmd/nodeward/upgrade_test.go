@@ -236,6 +236,10 @@ func TestUpgradeToSetsThePinnedImage(t *testing.T) {
 		t.Fatalf("--to 4.18.10: exit %d, osImage %q, acceptedRisks %q:\n%s", code, p.Spec.OSImage, p.Spec.UpdateSource.AcceptedRisks, out)
 	}
 	before := getPool(t, cp, pool)
+	if out, code = run(t, "upgrade", pool, "--to", "4.18.10", kube); code != 0 || !strings.Contains(out, "pool toup-pool already targets "+pinned("c")+" (version 4.18.10): nothing changed") {
+		t.Fatalf("--to the version targeted already: exit %d:\n%s", code, out)
+	}
+	unchanged("--to the version targeted already", before)
 	out, code = run(t, "upgrade", pool, "--to", "4.18.11", kube)
 	for _, want := range []string{"4.18.11 is not a recommended update of pool toup-pool (Recommended=False, MultipleReasons: AROBrokenDNS applies. CephPanic applies.)",
 		"\n  AROBrokenDNS: Nodes on ARO lose DNS after a reboot. https://issues.example/OCPBUGS-1\n",
@@ -271,6 +275,7 @@ func TestUpgradeToSetsThePinnedImage(t *testing.T) {
 		{[]string{pool, "--to", "4.18.3; rm"}, exitUsage, `--to "4.18.3; rm": malformed version`},
 		{[]string{pool, "--to", ".4"}, exitUsage, `--to ".4": malformed version`},
 		{[]string{pool, "--to", "4.18.13", "--allow-not-recommended"}, 1, `pool toup-pool: release 4.18.13: image "quay.example/fcos/os:4.18.13" is not pinned to a digest`},
+		{[]string{pool, "--to", "4.18.10", "--include-not-recommended"}, exitUsage, "--include-not-recommended goes without --to"},
 		{[]string{"--to", "4.18.10"}, exitUsage, "--to needs a POOL: pools with an update source: "},
 		{[]string{"no-such-pool", "--to", "4.18.10"}, 1, `UpdatePool "no-such-pool" not found`},
 	} {

@@ -167,10 +167,14 @@ func golden(s string) string {
 // upgrade` lays them out; without --include-not-recommended the risky
 // ones are only announced; a pool with nothing to show says so; without
 // POOL every pool with a source is shown; a pool without one, or none at
-// all, is an error naming the pool and the field.
+// all, is an error naming the pool(s) and the field.
 func TestUpgradeShowsUpdatesLikeOcAdmUpgrade(t *testing.T) {
 	cp := env.ControlPlane(t)
 	kube := "--kubeconfig=" + cp.KubeconfigPath()
+	upgradeFixture(t, cp, "nosrc-pool", nil, nil, nil)
+	if out, code := run(t, "upgrade", kube); code != 1 || !strings.Contains(out, "no UpdatePool has a spec.updateSource (pools: ") || !strings.Contains(out, "nosrc-pool") {
+		t.Fatalf("upgrade without POOL when no pool has a source: exit %d:\n%s", code, out)
+	}
 	upgradeFixture(t, cp, "showup-pool", openShiftSource("CephPanic"), fixtureUpdates(), retrievedFalse())
 
 	out, code := run(t, "upgrade", "showup-pool", "--include-not-recommended", kube)
@@ -194,7 +198,6 @@ func TestUpgradeShowsUpdatesLikeOcAdmUpgrade(t *testing.T) {
 		t.Fatalf("upgrade of an up-to-date pool: exit %d, output:\n%s\nwant:\n%s", code, out, want)
 	}
 
-	upgradeFixture(t, cp, "nosrc-pool", nil, nil, nil)
 	if out, code = run(t, "upgrade", kube); code != 0 || !strings.HasPrefix(out, "Pool latest-pool version is 4.18.12\n") ||
 		!strings.Contains(out, "\n\nPool showup-pool version is 4.18.2\n") || strings.Contains(out, "nosrc-pool") {
 		t.Fatalf("upgrade without POOL: exit %d, want both pools with a source, by name, and not nosrc-pool:\n%s", code, out)

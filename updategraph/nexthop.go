@@ -230,14 +230,15 @@ func (g *Graph) sortNewestFirst(cs []Candidate) {
 		if g.ordered {
 			return cs[i].Release.Order > cs[j].Release.Order
 		}
-		return compareVersions(cs[i].Release.Version, cs[j].Release.Version) > 0
+		return CompareVersions(cs[i].Release.Version, cs[j].Release.Version) > 0
 	})
 }
 
-// compareVersions compares dotted numeric versions field by field
+// CompareVersions compares dotted numeric versions field by field
 // (4.18.10 after 4.18.9; 44.20260707.3.1 after 44.20260621.3.1); a
-// pre-release ("4.18.0-rc.1") comes before its release.
-func compareVersions(a, b string) int {
+// pre-release ("4.18.0-rc.1") comes before its release. The one order of
+// releases of the graph and of the risks' evaluation (updaterisk).
+func CompareVersions(a, b string) int {
 	mainA, preA, _ := strings.Cut(a, "-")
 	mainB, preB, _ := strings.Cut(b, "-")
 	if c := compareFields(mainA, mainB); c != 0 {

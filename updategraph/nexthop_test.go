@@ -175,7 +175,7 @@ func TestCompareVersions(t *testing.T) {
 	ordered := []string{"4.9.0", "4.10.0-rc.1", "4.10.0-rc.9", "4.10.0-rc.10", "4.10.0", "4.10.1", "44.20260621.3.1", "44.20260707.3.1"}
 	for i := range ordered {
 		for j := range ordered {
-			got := compareVersions(ordered[i], ordered[j])
+			got := CompareVersions(ordered[i], ordered[j])
 			want := 0
 			if i < j {
 				want = -1
@@ -183,7 +183,7 @@ func TestCompareVersions(t *testing.T) {
 				want = 1
 			}
 			if got != want {
-				t.Errorf("compareVersions(%s, %s) = %d, want %d", ordered[i], ordered[j], got, want)
+				t.Errorf("CompareVersions(%s, %s) = %d, want %d", ordered[i], ordered[j], got, want)
 			}
 		}
 	}

@@ -83,9 +83,12 @@ type UpdateRelease struct {
 type ConditionalUpdate struct {
 	Release UpdateRelease `json:"release"`
 	Risks   []UpdateRisk  `json:"risks"`
-	// Conditions hold Recommended: True (reason NotExposedToRisks), False
-	// (ExposedToRisks, naming the risks that apply) or Unknown
-	// (EvaluationFailed), with a message and the risks' URLs.
+	// Conditions hold Recommended as the cluster version operator sets it:
+	// True (NotExposedToRisks, or AllExposedRisksAccepted), False (the
+	// applying risk's name as reason, ExposedToRisks when the name is no
+	// valid reason, MultipleReasons for several) or Unknown
+	// (EvaluationFailed), with the risks' messages and URLs
+	// (docs/update-risks.md).
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 

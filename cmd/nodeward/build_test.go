@@ -88,6 +88,9 @@ func TestPackagesImportOneWay(t *testing.T) {
 		// The health gates, used by the coordinator: a leaf on the API
 		// types and the Prometheus client.
 		"gate": {"api/kube", "hostexec", "machineconfig", "atomicfile", "silence", "objectgate", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
+		// The conditional update risks: a leaf on gate's Prometheus client
+		// and updategraph's risk types.
+		"updaterisk": {"api/kube", "hostexec", "machineconfig", "atomicfile", "silence", "objectgate", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
 		// The object gates: a leaf on the API types, gate's Verdict, the
 		// dynamic client and cel-go.
 		"objectgate": {"api/kube", "hostexec", "machineconfig", "atomicfile", "silence", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},

@@ -103,7 +103,7 @@ func TestMCOReloadOfCRIOReloadsTheRealCRIO(t *testing.T) {
 	c.WaitPool(pool.Name, time.Minute, "Updated on "+first.Name, func(s mco.PoolStatus) bool {
 		return s.IsTrue("Updated") && s.UpdatedMachineCount == 1 && s.Configuration == first.Name
 	})
-	seen := watchDisruption(t, cp, h.name)
+	seen := watchDisruption(t, cp, h.name, second.Name)
 	bootID, boots := h.bootID(), h.double.State(t).Boots
 	began := time.Now()
 	if err := c.SetPoolConfig(ctx, pool.Name, second.Name); err != nil {
@@ -112,7 +112,7 @@ func TestMCOReloadOfCRIOReloadsTheRealCRIO(t *testing.T) {
 	c.WaitPool(pool.Name, 2*time.Minute, "Updated on "+second.Name, func(s mco.PoolStatus) bool {
 		return s.IsTrue("Updated") && s.UpdatedMachineCount == 1 && s.DegradedMachineCount == 0 && s.Configuration == second.Name
 	})
-	t.Logf("%s applied in %s", second.Name, time.Since(began).Round(100*time.Millisecond))
+	seen.logTimes(t, began)
 	after := h.crioRunning(pauseSecond)
 	h.assertReloaded(before, after)
 	h.assertNotDisrupted(seen, second.Name, bootID, boots)
@@ -228,8 +228,9 @@ func (h *host) assertReloaded(before, after crioState) {
 	ctx, cancel := h.ctx()
 	defer cancel()
 	log := h.c.Journal(ctx, "-u", "crio.service", "--after-cursor", before.cursor, "-o", "cat")
-	for _, line := range []string{"Reloading configuration", fmt.Sprintf(`Set config pause_image to \"%s\"`, pauseSecond),
-		"Configuration reload completed"} {
+	// systemd's reload job (the unit's ExecReload), then CRI-O's handler.
+	for _, line := range []string{"Reloaded crio.service", "Reloading configuration",
+		fmt.Sprintf(`Set config pause_image to \"%s\"`, pauseSecond), "Configuration reload completed"} {
 		if !strings.Contains(log, line) {
 			h.t.Errorf("CRI-O's log since the change has no %q:\n%s", line, tailString(log, 3000))
 		}
@@ -244,6 +245,9 @@ func (h *host) assertReloaded(before, after crioState) {
 func crioReloadLines(log string) []string {
 	var out []string
 	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "Current CRI-O configuration") {
+			continue // the whole configuration, after every reload
+		}
 		if strings.Contains(line, "eload") || strings.Contains(line, "Set config") {
 			out = append(out, strings.TrimSpace(line))
 		}
@@ -257,11 +261,15 @@ type disruption struct {
 	mu       sync.Mutex
 	cordoned bool
 	requests []string
+	// targeted and done are when the node's desiredConfig, then its
+	// currentConfig with state Done, were first seen on config.
+	config         string
+	targeted, done time.Time
 }
 
-func watchDisruption(t *testing.T, cp *cluster.ControlPlane, name string) *disruption {
+func watchDisruption(t *testing.T, cp *cluster.ControlPlane, name, config string) *disruption {
 	t.Helper()
-	d := &disruption{}
+	d := &disruption{config: config}
 	opts := metav1.ListOptions{FieldSelector: "metadata.name=" + name}
 	cluster.WatchNodes(t, cp.Client(), opts, func(_ context.Context, _ watch.EventType, n *corev1.Node) {
 		d.mu.Lock()
@@ -270,8 +278,25 @@ func watchDisruption(t *testing.T, cp *cluster.ControlPlane, name string) *disru
 		if r := n.Annotations[mco.AnnotationDesiredDrain]; r != "" && !slices.Contains(d.requests, r) {
 			d.requests = append(d.requests, r)
 		}
+		a := n.Annotations
+		if d.targeted.IsZero() && a[mco.AnnotationDesiredConfig] == d.config {
+			d.targeted = time.Now()
+		}
+		if d.done.IsZero() && a[mco.AnnotationCurrentConfig] == d.config && a[mco.AnnotationState] == mco.StateDone {
+			d.done = time.Now()
+		}
 	})
 	return d
+}
+
+// logTimes logs how long the controller took to target the node after
+// the pool changed at began, and the agent to report Done after that.
+func (d *disruption) logTimes(t *testing.T, began time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t.Logf("%s: targeted %s after the pool changed, Done %s later (%s in all)", d.config,
+		d.targeted.Sub(began).Round(10*time.Millisecond), d.done.Sub(d.targeted).Round(10*time.Millisecond),
+		d.done.Sub(began).Round(10*time.Millisecond))
 }
 
 // assertNotDisrupted checks what a Reload action costs the node, as the

@@ -99,7 +99,9 @@ func TestMCOReloadOfCRIOReloadsTheRealCRIO(t *testing.T) {
 		return n.Annotations[mco.AnnotationState] == mco.StateDone
 	})
 	before := h.crioRunning(pauseFirst)
-	mco.StartController(t, dir, cp.KubeconfigPath(), mco.ControllerOptions{})
+	// The node controller's 5 s delay before it acts on a pool change
+	// shortened: the test is about what the node does.
+	mco.StartController(t, dir, cp.KubeconfigPath(), mco.ControllerOptions{Args: []string{"--update-delay=1s"}})
 	c.WaitPool(pool.Name, time.Minute, "Updated on "+first.Name, func(s mco.PoolStatus) bool {
 		return s.IsTrue("Updated") && s.UpdatedMachineCount == 1 && s.Configuration == first.Name
 	})

@@ -72,12 +72,13 @@ func TestMCOReloadOfCRIOReloadsTheRealCRIO(t *testing.T) {
 	pool := mco.Pool{Name: "crio", Config: first.Name}
 	c.CreatePool(ctx, pool)
 	reloadCRIOFor(t, c, crioDropIn)
+	installMCOClusterSide(t, cp)
 	h := newHost(t, hostOptions{prefix: "crio", args: []string{"--protocol=mco"},
 		// The rendered config's files are under /etc, which the unit's
 		// ProtectSystem=full makes read-only, and ReadWritePaths=/etc does
 		// not undo (tried: the write failed, read-only file system): MCO
 		// mode's drop-in of manifests/host/README.md.
-		directives: []string{"ProtectSystem=yes"}, adminKubeconfig: true,
+		directives: []string{"ProtectSystem=yes"},
 		createNode: func(cp *cluster.ControlPlane) string {
 			return c.CreateNodes(cp, cluster.NodeSpec{Prefix: "crio", Count: 1}, pool)[0]
 		},

@@ -95,10 +95,6 @@ type hostOptions struct {
 	// createNode makes the Node object and returns its name; default a
 	// kwok node prefix-0.
 	createNode func(cp *cluster.ControlPlane) string
-	// adminKubeconfig gives the agent the control plane's admin identity
-	// instead of the token bound to its Node, for API groups the
-	// project's base RBAC does not grant (the MCO's).
-	adminKubeconfig bool
 	// prepare changes the root once nodeward is installed, before the
 	// first boot.
 	prepare func(root string)

@@ -37,17 +37,8 @@ func (h *host) install(o hostOptions) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kubeconfig []byte
-	if o.adminKubeconfig {
-		kubeconfig, err = os.ReadFile(h.cp.KubeconfigPath())
-	} else {
-		kubeconfig = h.kubeconfig()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 	h.double, err = hostmode.Install{Root: h.root, NodeName: h.name, Nodeward: h.bin.nodeward, RpmOstree: h.bin.rpmOstree,
-		Unit: h.unit, DropIn: dropIn, Config: config, Kubeconfig: kubeconfig,
+		Unit: h.unit, DropIn: dropIn, Config: config, Kubeconfig: h.kubeconfig(),
 		Booted: sim.ProcBooted(), Images: sim.ProcImages(), Enable: true}.Apply()
 	if err != nil {
 		t.Fatal(err)

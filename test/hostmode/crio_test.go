@@ -37,14 +37,24 @@ const (
 	pauseSecond = "registry.k8s.io/pause:3.10"
 )
 
+// core's SSH keys in the two configs, and where they go on RHCOS (home
+// /var/home/core). A key change needs nothing by the default policies;
+// it checks that the agent reaches /var/home under its unit.
+const (
+	keyFirst     = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFq0Jc0Zm2n0YkJ8yJx7b0kqv3iYhB9pV6m2r1W4sQe8 nodeward-first"
+	keySecond    = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG8Jc0Zm2n0YkJ8yJx7b0kqv3iYhB9pV6m2r1W4sQe8 nodeward-second"
+	coreKeysPath = "/var/home/core/.ssh/authorized_keys.d/ignition"
+)
+
 // crioConfig is a rendered config on the rpm-ostree double's booted image
-// whose one file is CRI-O's drop-in setting pause.
-func crioConfig(name, pause string) mco.MachineConfig {
+// with one file, CRI-O's drop-in setting pause, and core's SSH key.
+func crioConfig(name, pause, key string) mco.MachineConfig {
 	data := fmt.Sprintf("[crio.image]\npause_image = %q\n", pause)
 	ign := map[string]any{
 		"ignition": map[string]any{"version": "3.4.0"},
 		"storage": map[string]any{"files": []any{map[string]any{"path": crioDropIn, "mode": 0o644,
 			"contents": map[string]any{"source": "data:," + url.PathEscape(data)}}}},
+		"passwd": map[string]any{"users": []any{map[string]any{"name": "core", "sshAuthorizedKeys": []any{key}}}},
 	}
 	return mco.MachineConfig{Name: name, OSImageURL: "quay.io/fedora/fedora-coreos:41", Ignition: ign}
 }
@@ -56,6 +66,8 @@ func crioConfig(name, pause string) mco.MachineConfig {
 // Reload of crio.service; the real CRI-O, run by its own unit, reloads:
 // its log says so with the new pause image, its /config endpoint serves
 // it, its process is the same. No cordon, no drain request, no reboot.
+// The change also replaces core's SSH key, which needs no action: the
+// agent writes it under /var/home with the unit's MCO-mode drop-in.
 func TestMCOReloadOfCRIOReloadsTheRealCRIO(t *testing.T) {
 	requireHost(t)
 	dir := mco.RequireDir(t)
@@ -66,7 +78,7 @@ func TestMCOReloadOfCRIOReloadsTheRealCRIO(t *testing.T) {
 	if err := c.Install(ctx, mco.InstallOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	first, second := crioConfig("rendered-crio-1", pauseFirst), crioConfig("rendered-crio-2", pauseSecond)
+	first, second := crioConfig("rendered-crio-1", pauseFirst, keyFirst), crioConfig("rendered-crio-2", pauseSecond, keySecond)
 	c.CreateMachineConfig(ctx, first)
 	c.CreateMachineConfig(ctx, second)
 	pool := mco.Pool{Name: "crio", Config: first.Name}
@@ -74,17 +86,22 @@ func TestMCOReloadOfCRIOReloadsTheRealCRIO(t *testing.T) {
 	reloadCRIOFor(t, c, crioDropIn)
 	installMCOClusterSide(t, cp)
 	h := newHost(t, hostOptions{prefix: "crio", args: []string{"--protocol=mco"},
-		// The rendered config's files are under /etc, which the unit's
-		// ProtectSystem=full makes read-only, and ReadWritePaths=/etc does
-		// not undo (tried: the write failed, read-only file system): MCO
-		// mode's drop-in of manifests/host/README.md.
-		directives: []string{"ProtectSystem=yes"},
+		// MCO mode's drop-in of manifests/host/README.md: the rendered
+		// config's files are under /etc, which the unit's
+		// ProtectSystem=full makes read-only (ReadWritePaths=/etc does
+		// not undo it: tried, read-only file system), and core's keys
+		// under /var/home, which ProtectHome=yes hides when /home links
+		// to it, as on RHCOS (tried: the drift monitor found no keys).
+		directives: []string{"ProtectSystem=yes", "ProtectHome=no"},
 		createNode: func(cp *cluster.ControlPlane) string {
 			return c.CreateNodes(cp, cluster.NodeSpec{Prefix: "crio", Count: 1}, pool)[0]
 		},
 		prepare: func(root string) {
 			crio.Root = root
 			if err := crio.Apply(); err != nil {
+				t.Fatal(err)
+			}
+			if err := coreOSHome(root); err != nil {
 				t.Fatal(err)
 			}
 			provision(t, root, first)
@@ -119,6 +136,41 @@ func TestMCOReloadOfCRIOReloadsTheRealCRIO(t *testing.T) {
 	after := h.crioRunning(pauseSecond)
 	h.assertReloaded(before, after)
 	h.assertNotDisrupted(seen, second.Name, bootID, boots)
+	if data, err := os.ReadFile(filepath.Join(h.root, coreKeysPath)); err != nil || string(data) != keySecond+"\n" {
+		t.Errorf("core's keys: %q, %v; want the second config's", data, err)
+	}
+}
+
+// coreOSHome gives root a core user laid out as on RHCOS and Fedora
+// CoreOS: its home /var/home/core, and /home a symlink to var/home.
+func coreOSHome(root string) error {
+	for file, line := range map[string]string{
+		"etc/passwd": "core:x:1000:1000:CoreOS Admin:/var/home/core:/bin/bash\n",
+		"etc/group":  "core:x:1000:\n",
+	} {
+		f, err := os.OpenFile(filepath.Join(root, file), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		_, err = f.WriteString(line)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := os.Remove(filepath.Join(root, "home")); err != nil {
+		return fmt.Errorf("replace /home with a symlink: %w", err)
+	}
+	if err := os.Symlink("var/home", filepath.Join(root, "home")); err != nil {
+		return err
+	}
+	home := filepath.Join(root, "var/home/core")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return err
+	}
+	return os.Chown(home, 1000, 1000)
 }
 
 // crioBinaries finds what CRI-O runs: `make testbin`'s crio and pinns,

@@ -145,6 +145,9 @@ type DropInOptions struct {
 	// Args are appended to the agent's command line, after the flags
 	// that point it at the double.
 	Args []string
+	// Directives are further [Service] lines (ReadWritePaths=/etc for an
+	// agent that writes a rendered MachineConfig's files, say).
+	Directives []string
 }
 
 // DropIn writes the test's drop-in for unit: the unit's own ExecStart
@@ -166,6 +169,9 @@ func DropIn(unit []byte, o DropInOptions) (string, error) {
 	b.WriteString("# test/hostmode: the rpm-ostree double is the OS; everything else is the unit's.\n[Service]\n")
 	if o.Watchdog > 0 {
 		fmt.Fprintf(&b, "WatchdogSec=%s\n", o.Watchdog)
+	}
+	for _, d := range o.Directives {
+		b.WriteString(d + "\n")
 	}
 	fmt.Fprintf(&b, "ExecStart=\nExecStart=%s\n", strings.Join(args, " "))
 	return b.String(), nil

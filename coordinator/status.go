@@ -82,10 +82,16 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.UpdatePool,
 	if len(overlapping) > 0 && len(plan.degraded) == 0 {
 		meta.FindStatusCondition(st.Conditions, v1alpha1.PoolDegraded).Reason = "OverlappingPools"
 	}
+	if offer := plan.updates; offer != nil {
+		st.Updates = offer.status
+		meta.SetStatusCondition(&st.Conditions, offer.retrieved)
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.PoolRetrievedUpdates)
+	}
 	if equality.Semantic.DeepEqual(st, pool.Status) {
 		return false, nil
 	}
-	patch, err := json.Marshal(map[string]any{"status": st})
+	patch, err := statusPatch(st, pool.Status)
 	if err != nil {
 		return false, err
 	}
@@ -95,6 +101,28 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.UpdatePool,
 		return false, fmt.Errorf("write status of pool %s: %w", pool.Name, err)
 	}
 	return true, nil
+}
+
+// statusPatch is the merge patch that writes st over prev. A merge patch
+// leaves a field it omits as it was, so a list or the updates gone since
+// prev (omitempty omits them) are written as null: without it the status
+// would never equal st, and would be written again in every pass.
+func statusPatch(st, prev v1alpha1.UpdatePoolStatus) ([]byte, error) {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return nil, fmt.Errorf("encode pool status: %w", err)
+	}
+	var body map[string]any
+	if err := json.Unmarshal(data, &body); err != nil {
+		return nil, fmt.Errorf("decode pool status: %w", err)
+	}
+	if st.Updates == nil && prev.Updates != nil {
+		body["updates"] = nil
+	}
+	if len(st.FailedNodes) == 0 && len(prev.FailedNodes) > 0 {
+		body["failedNodes"] = nil
+	}
+	return json.Marshal(map[string]any{"status": body})
 }
 
 func sortedCopy(s []string) []string {

@@ -68,6 +68,11 @@ type UpdatesStatus struct {
 	// Conditional are the next hops with known risks, each with its
 	// Recommended condition.
 	Conditional []ConditionalUpdate `json:"conditional,omitempty"`
+	// RolledBack are the releases (images or checksums) that rolled back
+	// or failed on a node of the pool while it followed the source, sorted:
+	// never offered again, so Automatic never goes back to one after an
+	// operator moved the pool off it.
+	RolledBack []string `json:"rolledBack,omitempty"`
 }
 
 // UpdateRelease is one release of the graph.

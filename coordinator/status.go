@@ -82,12 +82,7 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.UpdatePool,
 	if len(overlapping) > 0 && len(plan.degraded) == 0 {
 		meta.FindStatusCondition(st.Conditions, v1alpha1.PoolDegraded).Reason = "OverlappingPools"
 	}
-	if offer := plan.updates; offer != nil {
-		st.Updates = offer.status
-		meta.SetStatusCondition(&st.Conditions, offer.retrieved)
-	} else {
-		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.PoolRetrievedUpdates)
-	}
+	setUpdates(&st, plan.updates)
 	if equality.Semantic.DeepEqual(st, pool.Status) {
 		return false, nil
 	}
@@ -101,6 +96,18 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.UpdatePool,
 		return false, fmt.Errorf("write status of pool %s: %w", pool.Name, err)
 	}
 	return true, nil
+}
+
+// setUpdates writes what the pool's update source offers, or removes it
+// with the source.
+func setUpdates(st *v1alpha1.UpdatePoolStatus, offer *updateOffer) {
+	if offer == nil {
+		st.Updates = nil
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.PoolRetrievedUpdates)
+		return
+	}
+	st.Updates = offer.status
+	meta.SetStatusCondition(&st.Conditions, offer.retrieved)
 }
 
 // statusPatch is the merge patch that writes st over prev. A merge patch

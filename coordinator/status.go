@@ -111,25 +111,49 @@ func setUpdates(st *v1alpha1.UpdatePoolStatus, offer *updateOffer) {
 }
 
 // statusPatch is the merge patch that writes st over prev. A merge patch
-// leaves a field it omits as it was, so a list or the updates gone since
-// prev (omitempty omits them) are written as null: without it the status
-// would never equal st, and would be written again in every pass.
+// leaves a field it omits as it was, and omitempty omits a list or the
+// updates gone since prev: each is written as null, or the status would
+// keep it, never equal st, and be written again in every pass.
 func statusPatch(st, prev v1alpha1.UpdatePoolStatus) ([]byte, error) {
+	body, err := asMap(st)
+	if err != nil {
+		return nil, err
+	}
+	old, err := asMap(prev)
+	if err != nil {
+		return nil, err
+	}
+	nullRemoved(body, old)
+	return json.Marshal(map[string]any{"status": body})
+}
+
+func asMap(st v1alpha1.UpdatePoolStatus) (map[string]any, error) {
 	data, err := json.Marshal(st)
 	if err != nil {
 		return nil, fmt.Errorf("encode pool status: %w", err)
 	}
-	var body map[string]any
-	if err := json.Unmarshal(data, &body); err != nil {
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("decode pool status: %w", err)
 	}
-	if st.Updates == nil && prev.Updates != nil {
-		body["updates"] = nil
+	return m, nil
+}
+
+// nullRemoved sets to null each key of prev that body lacks, in body and
+// in the objects both have (lists are replaced whole by a merge patch).
+func nullRemoved(body, prev map[string]any) {
+	for k, was := range prev {
+		now, ok := body[k]
+		if !ok {
+			body[k] = nil
+			continue
+		}
+		nowMap, isMap := now.(map[string]any)
+		wasMap, wasAMap := was.(map[string]any)
+		if isMap && wasAMap {
+			nullRemoved(nowMap, wasMap)
+		}
 	}
-	if len(st.FailedNodes) == 0 && len(prev.FailedNodes) > 0 {
-		body["failedNodes"] = nil
-	}
-	return json.Marshal(map[string]any{"status": body})
 }
 
 func sortedCopy(s []string) []string {

@@ -227,3 +227,69 @@ func closedURL(t *testing.T) string {
 	_ = l.Close()
 	return "http://" + addr + "/graph"
 }
+
+// A release that rolled back on a node of the pool is never offered
+// again, and Automatic does not take it, even once the node is back on the
+// pool's release.
+func TestUpdateSourceNeverOffersARolledBackRelease(t *testing.T) {
+	t.Parallel()
+	const prefix = "uprollback"
+	cp, dyn := setup(t)
+	nodes := cp.CreateNodes(t, cluster.NodeSpec{Prefix: prefix, Count: 2})
+	renewLeases(t, cp, nodes)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	data, payloads := openShiftGraph(t)
+	srv := newGraphServer(t, data)
+	simulateAgents(ctx, t, cp, prefix, 50*time.Millisecond)
+	createPool(t, dyn, prefix, sourcedPool(prefix, payloads["4.17.19"], v1alpha1.UpdateSource{URL: srv.URL,
+		Dialect: v1alpha1.OpenShiftGraph, Channel: "stable-4.18"}, 1))
+	targets := targetsOf(ctx, t, dyn, prefix)
+	runCoordinator(ctx, t, cp, dyn, prefix, fastFetches)
+	waitUpdated(t, cp, dyn, prefix, 2, time.Minute)
+	waitPool(t, dyn, prefix, "4.17.20 offered", 30*time.Second, func(p *v1alpha1.UpdatePool) error {
+		if u := p.Status.Updates; u == nil || len(u.Available) != 1 || u.Available[0].Version != "4.17.20" {
+			return fmt.Errorf("updates %+v", u)
+		}
+		return nil
+	})
+	// Paused, so that the node stays rolled back until the status shows it.
+	patchPool(ctx, t, dyn, prefix, map[string]any{"paused": true})
+	rolledBack := map[string]any{v1alpha1.AnnotationState: v1alpha1.StepRolledBack, v1alpha1.AnnotationStateTarget: payloads["4.17.20"]}
+	if err := patchAnnotations(ctx, cp, nodes[0], rolledBack); err != nil {
+		t.Fatal(err)
+	}
+	waitPool(t, dyn, prefix, "4.17.20 denied", 30*time.Second, deniedOnly(payloads["4.17.20"]))
+	done := map[string]any{v1alpha1.AnnotationState: v1alpha1.StepDone, v1alpha1.AnnotationStateTarget: payloads["4.17.19"]}
+	if err := patchAnnotations(ctx, cp, nodes[0], done); err != nil {
+		t.Fatal(err)
+	}
+	patchPool(ctx, t, dyn, prefix, map[string]any{"paused": false,
+		"updateSource": map[string]any{"policy": string(v1alpha1.AutomaticUpdates)}})
+	since := time.Now()
+	pool := waitPool(t, dyn, prefix, "settled, Automatic, retrieved again", 30*time.Second, func(p *v1alpha1.UpdatePool) error {
+		if u := p.Status.Updates; p.Spec.Paused || p.Status.UpdatedMachineCount != 2 || u == nil || u.RetrievedAt.Time.Before(since.Add(time.Second)) {
+			return fmt.Errorf("paused %v, %d updated, updates %+v", p.Spec.Paused, p.Status.UpdatedMachineCount, u)
+		}
+		return deniedOnly(payloads["4.17.20"])(p)
+	})
+	if got := targets(); len(got) != 1 || pool.Spec.OSImage != payloads["4.17.19"] {
+		t.Errorf("targets %v: Automatic moved the pool to a release that rolled back", got)
+	}
+}
+
+// deniedOnly checks that the pool's updates list denied as rolled back and
+// offer nothing unconditional (from 4.17.19, 4.17.20 is the only edge).
+func deniedOnly(denied string) func(*v1alpha1.UpdatePool) error {
+	return func(p *v1alpha1.UpdatePool) error {
+		u := p.Status.Updates
+		if u == nil || !slices.Equal(u.RolledBack, []string{denied}) || len(u.Available) != 0 {
+			return fmt.Errorf("updates %+v, want %s rolled back and nothing available", u, denied)
+		}
+		c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.PoolRetrievedUpdates)
+		if c == nil || !strings.Contains(c.Message, "rolled back on a node of the pool") {
+			return fmt.Errorf("RetrievedUpdates %+v does not say why 4.17.20 is not offered", c)
+		}
+		return nil
+	}
+}

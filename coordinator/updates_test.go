@@ -102,14 +102,19 @@ func typedPool(ctx context.Context, dyn dynamic.Interface, name string) (*v1alph
 func waitPool(t *testing.T, dyn dynamic.Interface, name, what string, timeout time.Duration, ok func(*v1alpha1.UpdatePool) error) *v1alpha1.UpdatePool {
 	t.Helper()
 	var last *v1alpha1.UpdatePool
+	var lastErr error
+	defer func() {
+		if t.Failed() && lastErr != nil {
+			t.Logf("pool %s, last seen: %v", name, lastErr)
+		}
+	}()
 	cluster.WaitFor(t, timeout, fmt.Sprintf("pool %s: %s", name, what), func(ctx context.Context) (bool, error) {
 		pool, err := typedPool(ctx, dyn, name)
 		if err != nil {
 			return false, err
 		}
-		last = pool
-		err = ok(pool)
-		return err == nil, err
+		last, lastErr = pool, ok(pool)
+		return lastErr == nil, lastErr
 	})
 	return last
 }

@@ -221,20 +221,24 @@ func graphPolicy(us *v1alpha1.UpdateSource, nodes []nodeView, kept *v1alpha1.Upd
 	return updategraph.Policy{Denied: slices.Compact(denied), Wariness: wariness, Now: now}, nil
 }
 
-// poolRunning is what the pool's nodes run as NextHops reads it: the
-// target of each node Done on the pool's target (its image, matched by
-// digest), or the target itself before any node is.
+// poolRunning is what the pool runs as NextHops reads it: spec.osImage,
+// matched by its digest (or as the OSTree checksum). A node Done on the
+// pool's target reports that very image (the state target), so one entry
+// stands for all of them, however many (NextHops matches each entry
+// against the whole graph); before any node is Done, the target is what
+// the pool is being moved to, and what its updates are listed from, as the
+// cluster version operator lists them from its desired release.
 func poolRunning(pool *v1alpha1.UpdatePool, nodes []nodeView) []updategraph.Running {
-	var running []updategraph.Running
+	if pool.Spec.OSImage == "" {
+		return nil
+	}
+	done := 0
 	for _, n := range nodes {
 		if n.managed() && n.updated(pool.Spec.OSImage) {
-			running = append(running, updategraph.Running{Node: n.name, ImageDigest: n.stateTgt})
+			done++
 		}
 	}
-	if len(running) == 0 && pool.Spec.OSImage != "" {
-		running = []updategraph.Running{{Node: "(the pool's osImage)", ImageDigest: pool.Spec.OSImage}}
-	}
-	return running
+	return []updategraph.Running{{Node: fmt.Sprintf("the pool's osImage (%d nodes Done on it)", done), ImageDigest: pool.Spec.OSImage}}
 }
 
 func releaseOf(r updategraph.Release) v1alpha1.UpdateRelease {

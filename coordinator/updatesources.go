@@ -171,6 +171,9 @@ func (s *updateSources) record(src updategraph.Source, st *sourceState, snap upd
 	if fe != nil {
 		changed := st.failure == nil || st.failure.Error() != fe.Error()
 		st.failure, st.due = fe, fe.RetryAt
+		if st.due.IsZero() { // not the Fetcher's: no backoff of its own
+			st.due = s.now().Add(s.interval)
+		}
 		if changed {
 			s.log.Warn("update graph not retrieved", "url", src.URL, "channel", src.Channel, "reason", fe.Reason, "err", fe.Err, "retryAt", fe.RetryAt)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/nodeward/nodeward/gate"
 	"github.com/nodeward/nodeward/objectgate"
 	"github.com/nodeward/nodeward/silence"
+	"github.com/nodeward/nodeward/updategraph"
 )
 
 // Config configures a Controller.
@@ -69,6 +70,18 @@ type Config struct {
 	// current one. RunWithLeaderElection sets it; nil (no leader
 	// election) writes grants without a term.
 	LeaderTerm *v1alpha1.LeaderTerm
+	// UpdateFetchInterval is how often each update source's graph is
+	// fetched (updatesources.go). Default 5 minutes, as often as the
+	// cluster version operator asks its update service.
+	UpdateFetchInterval time.Duration
+	// UpdateFetch bounds each fetch (timeout, backoff after failures,
+	// size); its zero fields take updategraph's defaults, and its clock is
+	// Now.
+	UpdateFetch updategraph.FetchConfig
+	// Risks decides whether a conditional update is recommended; nil:
+	// every conditional update is Recommended Unknown (EvaluationFailed),
+	// so Automatic never takes one.
+	Risks RiskEvaluator
 
 	// betweenReads and planned are test hooks (export_test.go): one runs
 	// in each planning pass between the copy of the expectations and the
@@ -123,6 +136,8 @@ type Controller struct {
 	// machinesSwept is when the Machines' pre-drain hooks and remediation
 	// holds were last swept.
 	machinesSwept time.Time
+	// sources are the update graphs the pools follow.
+	sources *updateSources
 }
 
 // New builds a controller; Run starts it.
@@ -148,6 +163,7 @@ func New(opts Config) *Controller {
 		machines:     newMachineIndex(),
 		healthChecks: newHealthCheckIndex(),
 	}
+	c.sources = newUpdateSources(opts.UpdateFetch, opts.UpdateFetchInterval, opts.Now, opts.Log, c.enqueuePools)
 	c.objectGates = &objectgate.Evaluator{Programs: objectgate.NewPrograms(),
 		Watches: objectgate.NewWatches(opts.Dynamic, opts.Log, c.enqueuePoolsWatching)}
 	c.expectations = newExpectations(opts.Client, opts.Log, c.index.node, func(node string, exp expectation) {
@@ -186,6 +202,9 @@ func (opts Config) withDefaults() Config {
 	if opts.Silences == nil {
 		opts.Silences = silence.NewKeeper(nil, opts.Now)
 	}
+	if opts.UpdateFetchInterval == 0 {
+		opts.UpdateFetchInterval = 5 * time.Minute
+	}
 	return opts
 }
 
@@ -215,6 +234,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	progress.cachesSynced()
 	go c.resyncLoop(ctx)
+	go c.sources.run(ctx, c.namedSources)
 	c.enqueuePools()
 	go func() { <-ctx.Done(); c.queue.ShutDown() }()
 	for c.processNext(ctx) {
@@ -347,6 +367,10 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	if !plan.soakEnds.IsZero() {
 		c.queue.AddAfter(key, max(plan.soakEnds.Sub(now), time.Millisecond))
 	}
+	// After the plan's writes, from the same input: the next hop is
+	// taken only by a settled pool, and the status shows the offer.
+	plan.updates = c.offerUpdates(ctx, pool, in.nodes, now)
+	errs = append(errs, c.adoptUpdate(ctx, pool, plan, plan.updates))
 	errs = append(errs, c.maybeWriteStatus(ctx, key, pool, plan, now))
 	return errors.Join(errs...)
 }

@@ -87,6 +87,9 @@ type poolPlan struct {
 	// while a node soaked. The controller persists it before anything
 	// else.
 	gateHalt string
+	// updates is what the pool's update source offers, set by the
+	// controller after the plan (updateoffer.go); nil without a source.
+	updates *updateOffer
 }
 
 // planPool decides grants, releases and target writes for one pool. It

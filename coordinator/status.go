@@ -82,10 +82,11 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.UpdatePool,
 	if len(overlapping) > 0 && len(plan.degraded) == 0 {
 		meta.FindStatusCondition(st.Conditions, v1alpha1.PoolDegraded).Reason = "OverlappingPools"
 	}
+	setUpdates(&st, plan.updates)
 	if equality.Semantic.DeepEqual(st, pool.Status) {
 		return false, nil
 	}
-	patch, err := json.Marshal(map[string]any{"status": st})
+	patch, err := statusPatch(st, pool.Status)
 	if err != nil {
 		return false, err
 	}
@@ -95,6 +96,64 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.UpdatePool,
 		return false, fmt.Errorf("write status of pool %s: %w", pool.Name, err)
 	}
 	return true, nil
+}
+
+// setUpdates writes what the pool's update source offers, or removes it
+// with the source.
+func setUpdates(st *v1alpha1.UpdatePoolStatus, offer *updateOffer) {
+	if offer == nil {
+		st.Updates = nil
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.PoolRetrievedUpdates)
+		return
+	}
+	st.Updates = offer.status
+	meta.SetStatusCondition(&st.Conditions, offer.retrieved)
+}
+
+// statusPatch is the merge patch that writes st over prev. A merge patch
+// leaves a field it omits as it was, and omitempty omits a list or the
+// updates gone since prev: each is written as null, or the status would
+// keep it, never equal st, and be written again in every pass.
+func statusPatch(st, prev v1alpha1.UpdatePoolStatus) ([]byte, error) {
+	body, err := asMap(st)
+	if err != nil {
+		return nil, err
+	}
+	old, err := asMap(prev)
+	if err != nil {
+		return nil, err
+	}
+	nullRemoved(body, old)
+	return json.Marshal(map[string]any{"status": body})
+}
+
+func asMap(st v1alpha1.UpdatePoolStatus) (map[string]any, error) {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return nil, fmt.Errorf("encode pool status: %w", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("decode pool status: %w", err)
+	}
+	return m, nil
+}
+
+// nullRemoved sets to null each key of prev that body lacks, in body and
+// in the objects both have (lists are replaced whole by a merge patch).
+func nullRemoved(body, prev map[string]any) {
+	for k, was := range prev {
+		now, ok := body[k]
+		if !ok {
+			body[k] = nil
+			continue
+		}
+		nowMap, isMap := now.(map[string]any)
+		wasMap, wasAMap := was.(map[string]any)
+		if isMap && wasAMap {
+			nullRemoved(nowMap, wasMap)
+		}
+	}
 }
 
 func sortedCopy(s []string) []string {

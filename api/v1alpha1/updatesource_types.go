@@ -9,7 +9,9 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 // the pool's usual guardrails (docs/updates.md).
 type UpdateSource struct {
 	// URL of the graph: an OpenShift update service's graph endpoint, or
-	// the Fedora CoreOS update metadata of a stream.
+	// the Fedora CoreOS update service's graph endpoint (/v1/graph), which
+	// serves a stream's releases with their update metadata (barriers,
+	// dead-ends, rollouts) as updategraph's Fetcher reads it.
 	URL string `json:"url"`
 	// Dialect says how to read the graph.
 	Dialect UpdateGraphDialect `json:"dialect"`
@@ -68,6 +70,11 @@ type UpdatesStatus struct {
 	// Conditional are the next hops with known risks, each with its
 	// Recommended condition.
 	Conditional []ConditionalUpdate `json:"conditional,omitempty"`
+	// RolledBack are the releases (images or checksums) that rolled back
+	// or failed on a node of the pool while it followed the source, sorted:
+	// never offered again, so Automatic never goes back to one after an
+	// operator moved the pool off it.
+	RolledBack []string `json:"rolledBack,omitempty"`
 }
 
 // UpdateRelease is one release of the graph.

@@ -79,8 +79,9 @@ type Config struct {
 	// Now.
 	UpdateFetch updategraph.FetchConfig
 	// Risks decides whether a conditional update is recommended; nil:
-	// every conditional update is Recommended Unknown (EvaluationFailed),
-	// so Automatic never takes one.
+	// PrometheusRisks, against each pool's gates.prometheus through Gates
+	// (a pool without one has its conditional updates Recommended
+	// Unknown, EvaluationFailed, so Automatic never takes one).
 	Risks RiskEvaluator
 
 	// betweenReads and planned are test hooks (export_test.go): one runs
@@ -204,6 +205,9 @@ func (opts Config) withDefaults() Config {
 	}
 	if opts.UpdateFetchInterval == 0 {
 		opts.UpdateFetchInterval = 5 * time.Minute
+	}
+	if opts.Risks == nil {
+		opts.Risks = NewPrometheusRisks(opts.Gates, opts.Now, opts.Log)
 	}
 	return opts
 }

@@ -12,16 +12,18 @@ import (
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/updategraph"
+	"github.com/nodeward/nodeward/updaterisk"
 )
 
-// RiskEvaluator decides whether a conditional update is recommended for a
-// pool: it evaluates the update's risks against the cluster (package
-// updaterisk, with the cluster version operator's semantics and cache) and
-// returns the update's Recommended condition (True NotExposedToRisks, False
-// ExposedToRisks, Unknown EvaluationFailed). It may block on a query; a
-// pass calls it for each conditional candidate.
+// RiskEvaluator decides whether a pool's conditional updates are
+// recommended: it evaluates their risks against the cluster (package
+// updaterisk, with the cluster version operator's semantics and cache:
+// PrometheusRisks) and returns each candidate's Recommended condition, in
+// order (True NotExposedToRisks, False naming the risk, Unknown
+// EvaluationFailed). All of a pool's candidates come in one call, so that
+// a risk they share is evaluated once. It may block on a query.
 type RiskEvaluator interface {
-	Recommended(ctx context.Context, pool *v1alpha1.UpdatePool, risks []updategraph.Risk) metav1.Condition
+	Recommend(ctx context.Context, pool *v1alpha1.UpdatePool, candidates []updaterisk.Candidate) []metav1.Condition
 }
 
 // Reasons of RetrievedUpdates besides the FetchError's.
@@ -81,18 +83,16 @@ func (c *Controller) offerHops(ctx context.Context, pool *v1alpha1.UpdatePool, h
 	at := metav1.NewTime(fetchedAt).Rfc3339Copy() // as the API server keeps it: a pass that changes nothing writes nothing
 	st := &v1alpha1.UpdatesStatus{Current: &current, RetrievedAt: &at, RolledBack: denied}
 	offer := &updateOffer{status: st}
-	for _, cand := range hops.Candidates { // newest first
+	recommended := c.recommended(ctx, pool, hops.Candidates)
+	for i, cand := range hops.Candidates { // newest first
 		rel := releaseOf(cand.Release)
-		recommended := cand.Kind == updategraph.Unconditional
 		if cand.Kind == updategraph.Unconditional {
 			st.Available = append(st.Available, rel)
 		} else {
-			cond := c.recommended(ctx, pool, rel.Version, cand.Risks)
-			recommended = cond.Status == metav1.ConditionTrue
 			st.Conditional = append(st.Conditional, v1alpha1.ConditionalUpdate{Release: rel, Risks: risksOf(cand.Risks),
-				Conditions: []metav1.Condition{cond}})
+				Conditions: []metav1.Condition{recommended[i]}})
 		}
-		if recommended && offer.next == nil && pinned(rel.Image) {
+		if automaticMayTake(cand, recommended[i]) && offer.next == nil && pinned(rel.Image) {
 			next := rel
 			offer.next = &next
 		}
@@ -101,21 +101,43 @@ func (c *Controller) offerHops(ctx context.Context, pool *v1alpha1.UpdatePool, h
 	return offer
 }
 
-// recommended is a conditional update's Recommended condition: the
-// configured RiskEvaluator's, or Unknown without one (fail closed: an
-// update whose risks nobody evaluated is not recommended).
-func (c *Controller) recommended(ctx context.Context, pool *v1alpha1.UpdatePool, version string, risks []updategraph.Risk) metav1.Condition {
-	var cond metav1.Condition
-	if c.opts.Risks != nil {
-		cond = c.opts.Risks.Recommended(ctx, pool, risks)
-	} else {
-		cond = metav1.Condition{Status: metav1.ConditionUnknown, Reason: reasonEvaluationFail,
-			Message: "no Prometheus is configured for risk evaluation: the risks of this update cannot be evaluated"}
+// automaticMayTake says whether policy Automatic may take cand: an
+// unconditional hop, or a conditional one recommended because the cluster
+// is exposed to none of its risks. Not one recommended only because an
+// operator accepted its risks: acceptedRisks were accepted for an update
+// an operator chose (nodeward upgrade --to), not for any later one that
+// shares a risk.
+func automaticMayTake(cand updategraph.Candidate, recommended metav1.Condition) bool {
+	if cand.Kind == updategraph.Unconditional {
+		return true
 	}
-	cond.Type = v1alpha1.UpdateRecommended
-	cond.ObservedGeneration = pool.Generation
-	cond.LastTransitionTime = transitionTime(pool, version, cond)
-	return cond
+	return recommended.Status == metav1.ConditionTrue && recommended.Reason != updaterisk.ReasonAccepted
+}
+
+// recommended is each conditional candidate's Recommended condition, by
+// its index among all candidates, as the RiskEvaluator says.
+func (c *Controller) recommended(ctx context.Context, pool *v1alpha1.UpdatePool, candidates []updategraph.Candidate) map[int]metav1.Condition {
+	var asked []updaterisk.Candidate
+	var at []int
+	for i, cand := range candidates {
+		if cand.Kind != updategraph.Unconditional {
+			asked = append(asked, updaterisk.Candidate{Version: cand.Release.Version, Risks: cand.Risks})
+			at = append(at, i)
+		}
+	}
+	if len(asked) == 0 {
+		return nil
+	}
+	conds := c.opts.Risks.Recommend(ctx, pool, asked)
+	out := make(map[int]metav1.Condition, len(at))
+	for k, i := range at {
+		cond := conds[k]
+		cond.Type = v1alpha1.UpdateRecommended
+		cond.ObservedGeneration = pool.Generation
+		cond.LastTransitionTime = transitionTime(pool, asked[k].Version, cond)
+		out[i] = cond
+	}
+	return out
 }
 
 // transitionTime keeps the time a conditional update's Recommended took

@@ -23,6 +23,7 @@ import (
 	"github.com/nodeward/nodeward/coordinator"
 	"github.com/nodeward/nodeward/test/cluster"
 	"github.com/nodeward/nodeward/updategraph"
+	"github.com/nodeward/nodeward/updaterisk"
 )
 
 // graphServer serves an update graph the way a test sets it: the graph's
@@ -175,8 +176,12 @@ func fastFetches(o *coordinator.Config) {
 // recommendAll is a RiskEvaluator that finds the cluster exposed to no risk.
 type recommendAll struct{ calls atomic.Int32 }
 
-func (r *recommendAll) Recommended(_ context.Context, _ *v1alpha1.UpdatePool, risks []updategraph.Risk) metav1.Condition {
+func (r *recommendAll) Recommend(_ context.Context, _ *v1alpha1.UpdatePool, candidates []updaterisk.Candidate) []metav1.Condition {
 	r.calls.Add(1)
-	return metav1.Condition{Status: metav1.ConditionTrue, Reason: "NotExposedToRisks",
-		Message: fmt.Sprintf("none of %d risks applies", len(risks))}
+	out := make([]metav1.Condition, len(candidates))
+	for i, c := range candidates {
+		out[i] = metav1.Condition{Status: metav1.ConditionTrue, Reason: "NotExposedToRisks",
+			Message: fmt.Sprintf("none of %d risks applies", len(c.Risks))}
+	}
+	return out
 }

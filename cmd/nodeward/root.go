@@ -48,6 +48,7 @@ func newRootCommand() *cobra.Command {
 		newStatusCommand(),
 		newPauseCommand(),
 		newResumeCommand(),
+		newMustGatherCommand(),
 	)
 	registerFlagCompletions(root)
 	return root

@@ -94,11 +94,11 @@ func TestRedactObject(t *testing.T) {
 
 func TestLooksLikeKubeconfig(t *testing.T) {
 	for in, want := range map[string]bool{
-		"apiVersion: v1\nkind: Config\n":                         true,
-		`{"clusters":[],"users":[],"contexts":[]}`:               true,
-		"clusters:\n- name: a\nusers:\n- name: b\n":              true,
+		"apiVersion: v1\nkind: Config\n":                        true,
+		`{"clusters":[],"users":[],"contexts":[]}`:              true,
+		"clusters:\n- name: a\nusers:\n- name: b\n":             true,
 		"apiVersion: nodeward.io/v1alpha1\nkind: AgentConfig\n": false,
-		"users: 3":                                               false,
+		"users: 3": false,
 	} {
 		if got := LooksLikeKubeconfig(in); got != want {
 			t.Errorf("LooksLikeKubeconfig(%q) = %v, want %v", in, got, want)

@@ -207,7 +207,7 @@ func (g *Gatherer) progress(r PartResult) {
 	case r.Skipped != "":
 		status = "skipped: " + r.Skipped
 	}
-	fmt.Fprintf(g.opts.Progress, "must-gather: %-16s %s (%.1fs)\n", r.Name, status, r.Seconds)
+	fmt.Fprintf(g.opts.Progress, "must-gather: %-20s %s (%.1fs)\n", r.Name, status, r.Seconds)
 }
 
 // partWriter writes one part's files through the text redaction and

@@ -285,7 +285,7 @@ func assertNoPlantedSecrets(t *testing.T, files map[string]string) {
 	t.Helper()
 	planted := []string{plantedSecretToken, base64.StdEncoding.EncodeToString([]byte(plantedSecretToken)), plantedPEMBody,
 		plantedNodePEMBody, plantedKubeToken, plantedBearer, plantedPoolToken, plantedJWTSignature, plantedHostPEMBody,
-		"mg-planted-secret"}
+		"mg-planted-secret", "managedFields"}
 	for name, data := range files {
 		for _, s := range planted {
 			if strings.Contains(data, s) {

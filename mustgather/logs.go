@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -14,6 +15,10 @@ import (
 // maxLogBytes bounds one container's log (the API's limitBytes): an agent
 // logging in a loop must not make the archive too big to attach.
 const maxLogBytes = 32 << 20
+
+// logTimeout bounds one container's log: a node whose kubelet does not
+// answer must not hold up the rest of the archive.
+const logTimeout = time.Minute
 
 // container is one container of a nodeward pod whose log is read.
 type container struct {
@@ -83,6 +88,8 @@ func (g *Gatherer) containerLog(ctx context.Context, w *partWriter, c container,
 		req = req.Param("previous", "true")
 		file, what = "logs/"+safeName(c.pod)+"/"+safeName(c.name)+".previous.log", "log of the previous "+c.pod+"/"+c.name
 	}
+	ctx, cancel := context.WithTimeout(ctx, logTimeout)
+	defer cancel()
 	stream, err := req.Stream(ctx)
 	if err != nil {
 		return fmt.Errorf("read the %s: %w", what, err)

@@ -84,6 +84,8 @@ func TestMustGatherMidRollout(t *testing.T) {
 	assertProgress(t, stderr, idx)
 	assertNoPlantedSecrets(t, files)
 
+	assertGatherEntrypoint(t, bin, p.cp.KubeconfigPath())
+
 	limited := bindMustGatherRoles(t, p, ns)
 	files, idx, _ = runMustGather(t, bin, p.cp.KubeconfigPath(), "--as=system:serviceaccount:"+ns+":"+limited.full)
 	assertCollected(t, files, idx, nil)
@@ -285,12 +287,55 @@ func assertNoPlantedSecrets(t *testing.T, files map[string]string) {
 	t.Helper()
 	planted := []string{plantedSecretToken, base64.StdEncoding.EncodeToString([]byte(plantedSecretToken)), plantedPEMBody,
 		plantedNodePEMBody, plantedKubeToken, plantedBearer, plantedPoolToken, plantedJWTSignature, plantedHostPEMBody,
-		"mg-planted-secret", "managedFields"}
+		"mg-planted-secret", `"managedFields"`}
 	for name, data := range files {
 		for _, s := range planted {
 			if strings.Contains(data, s) {
 				t.Errorf("%s holds the planted %q", name, s)
 			}
 		}
+	}
+}
+
+// assertGatherEntrypoint runs the binary as the image's /usr/bin/gather
+// does (a link named gather), with oc's MUST_GATHER_SINCE: it writes the
+// files unpacked (here under a temporary --dest-dir given after the
+// default /must-gather, which it overrides) with the window from the
+// environment.
+func assertGatherEntrypoint(t *testing.T, bin, kubeconfig string) {
+	t.Helper()
+	dir := t.TempDir()
+	gather := filepath.Join(dir, "gather")
+	if err := os.Symlink(bin, gather); err != nil {
+		t.Fatal(err)
+	}
+	dest := filepath.Join(dir, "must-gather")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, gather, "--kubeconfig="+kubeconfig, "--dest-dir="+dest)
+	cmd.Env = append(os.Environ(), "MUST_GATHER_SINCE=30m0s")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if err != nil && (!errors.As(err, &exit) || exit.ExitCode() != 2) {
+		t.Fatalf("gather: %v\n%s", err, out)
+	}
+	var idx mustgather.Index
+	data, err := os.ReadFile(filepath.Join(dest, "index.json"))
+	if err != nil {
+		t.Fatalf("gather wrote no index.json: %v\n%s", err, out)
+	}
+	if err := json.Unmarshal(data, &idx); err != nil {
+		t.Fatal(err)
+	}
+	if idx.LogsSince != "30m0s" {
+		t.Errorf("gather's logs window %q, want MUST_GATHER_SINCE's 30m0s", idx.LogsSince)
+	}
+	for _, f := range idx.Files {
+		if _, err := os.Stat(filepath.Join(dest, filepath.FromSlash(f.Path))); err != nil {
+			t.Errorf("gather: index.json lists %s: %v", f.Path, err)
+		}
+	}
+	if len(idx.Files) < 5 {
+		t.Errorf("gather wrote %d files: %+v", len(idx.Files), idx.Files)
 	}
 }

@@ -221,11 +221,15 @@ type partWriter struct {
 	sinkErr error
 }
 
+// file writes plain text (a log, a host file) through RedactText.
 func (w *partWriter) file(name, description string, data []byte) error {
+	return w.write(name, description, RedactText(data))
+}
+
+func (w *partWriter) write(name, description string, data []byte) error {
 	if w.sinkErr != nil {
 		return w.sinkErr
 	}
-	data = RedactText(data)
 	if err := w.sink.WriteFile(name, data); err != nil {
 		w.sinkErr = err
 		return err
@@ -235,12 +239,12 @@ func (w *partWriter) file(name, description string, data []byte) error {
 	return nil
 }
 
-// json writes v indented; objects in it must be redacted already
-// (RedactObject).
+// json writes v indented through RedactJSON; objects in it must be
+// redacted already (RedactObject).
 func (w *partWriter) json(name, description string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", name, err)
 	}
-	return w.file(name, description, append(data, '\n'))
+	return w.write(name, description, RedactJSON(append(data, '\n')))
 }

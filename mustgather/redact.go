@@ -15,6 +15,10 @@ type textRule struct {
 	name    string
 	pattern *regexp.Regexp
 	replace string
+	// inValue: the rule matches inside one JSON string and may run over
+	// encoded JSON; the others may match a key's unquoted value (a
+	// number, an object) and run on decoded strings and plain text only.
+	inValue bool
 }
 
 // textRules are the secrets every written file is scrubbed of, whatever
@@ -24,22 +28,22 @@ var textRules = []textRule{
 	// A PEM private key, of any type (RSA, EC, ENCRYPTED, OPENSSH …),
 	// with real newlines or JSON-escaped ones.
 	{"pem-private-key", regexp.MustCompile(`(?s)-----BEGIN ([A-Z0-9 ]*PRIVATE KEY)-----.*?-----END [A-Z0-9 ]*PRIVATE KEY-----`),
-		"[" + Redacted + " ${1}]"},
+		"[" + Redacted + " ${1}]", true},
 	// A PEM private key cut short (a log line, a truncated value): the
 	// body up to the end of what looks like base64.
 	{"pem-private-key-truncated", regexp.MustCompile(`(-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----)(?:\\n|\s|[A-Za-z0-9+/=:,-])+`),
-		"${1}" + Redacted},
+		"${1}" + Redacted, true},
 	// An HTTP Authorization header's credentials.
-	{"bearer", regexp.MustCompile(`\b([Bb]earer|BEARER|Basic)(\s+)[A-Za-z0-9._~+/=-]{8,}`), "${1}${2}" + Redacted},
+	{"bearer", regexp.MustCompile(`\b([Bb]earer|BEARER|Basic)(\s+)[A-Za-z0-9._~+/=-]{8,}`), "${1}${2}" + Redacted, true},
 	// A JSON Web Token (service account tokens, OIDC ID tokens): three
 	// base64url parts, the first two JSON objects ("eyJ").
-	{"jwt", regexp.MustCompile(`eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*`), Redacted},
+	{"jwt", regexp.MustCompile(`eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*`), Redacted, true},
 	// key: value or key=value where the key names a credential, as in a
 	// kubeconfig (token, client-key-data), an env file or a flag; the
 	// value stops at a quote, a backslash (an escaped newline in JSON), a
 	// comma, a brace or white space so that the JSON around it survives.
 	{"credential-field", regexp.MustCompile(`(?i)((?:^|[^A-Za-z0-9])` + credentialKey + `\\?"?\s*[:=]\s*\\?"?)([^\s"\\,}]+)`),
-		"${1}" + Redacted},
+		"${1}" + Redacted, false},
 }
 
 // credentialKey is a key that names a credential: the key itself may have
@@ -50,10 +54,24 @@ const credentialKey = `[A-Za-z0-9_.-]*(?:token|password|passwd|secret|private[-_
 // an annotation with its prefix) that names a credential.
 var credentialKeyPattern = regexp.MustCompile(`(?i)(?:token|password|passwd|secret|private[-_]?key|client-key|api[-_]?key|credential)`)
 
-// RedactText replaces every secret textRules find in data.
+// RedactText replaces every secret textRules find in data: plain text
+// (logs, host files) and decoded strings.
 func RedactText(data []byte) []byte {
 	for _, r := range textRules {
 		data = r.pattern.ReplaceAll(data, []byte(r.replace))
+	}
+	return data
+}
+
+// RedactJSON is the second net over an encoded JSON file whose objects
+// went through RedactObject: the rules that stay inside a string value,
+// so that the file stays valid JSON (a credential-named key's number or
+// object is not touched here; RedactObject replaced its strings).
+func RedactJSON(data []byte) []byte {
+	for _, r := range textRules {
+		if r.inValue {
+			data = r.pattern.ReplaceAll(data, []byte(r.replace))
+		}
 	}
 	return data
 }

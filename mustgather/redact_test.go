@@ -105,3 +105,28 @@ func TestLooksLikeKubeconfig(t *testing.T) {
 		}
 	}
 }
+
+// TestRedactJSONKeepsStructure: the JSON pass leaves a credential-named
+// key's number or object alone (the file stays valid JSON) and still
+// takes out a PEM key, a bearer credential and a JWT inside strings.
+func TestRedactJSONKeepsStructure(t *testing.T) {
+	obj := map[string]any{"tokenExpirationSeconds": 3600, "serviceAccountToken": map[string]any{"path": "t"},
+		"note": "Authorization: Bearer abcdefghijkl", "key": testPEMKey, "sa": testJWT, "secrets": []any{"a"}}
+	raw, err := json.MarshalIndent(obj, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := RedactJSON(raw)
+	var back map[string]any
+	if err := json.Unmarshal(out, &back); err != nil {
+		t.Fatalf("RedactJSON broke the JSON: %v\n%s", err, out)
+	}
+	for _, gone := range []string{"plantedPEMbody", "abcdefghijkl", "c2lnbmF0dXJl"} {
+		if strings.Contains(string(out), gone) {
+			t.Errorf("%q survives RedactJSON:\n%s", gone, out)
+		}
+	}
+	if back["tokenExpirationSeconds"] != float64(3600) {
+		t.Errorf("a number under a credential-named key changed: %v", back["tokenExpirationSeconds"])
+	}
+}

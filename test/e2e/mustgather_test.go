@@ -83,6 +83,7 @@ func TestMustGatherMidRollout(t *testing.T) {
 	assertParts(t, p, files, idx, blocked)
 	assertProgress(t, stderr, idx)
 	assertNoPlantedSecrets(t, files)
+	assertJSONValid(t, files)
 
 	assertGatherEntrypoint(t, bin, p.cp.KubeconfigPath())
 
@@ -337,5 +338,15 @@ func assertGatherEntrypoint(t *testing.T, bin, kubeconfig string) {
 	}
 	if len(idx.Files) < 5 {
 		t.Errorf("gather wrote %d files: %+v", len(idx.Files), idx.Files)
+	}
+}
+
+// assertJSONValid: the redaction left every JSON file valid.
+func assertJSONValid(t *testing.T, files map[string]string) {
+	t.Helper()
+	for name, data := range files {
+		if strings.HasSuffix(name, ".json") && !json.Valid([]byte(data)) {
+			t.Errorf("%s is not valid JSON after the redaction:\n%.2000s", name, data)
+		}
 	}
 }

@@ -41,6 +41,10 @@ type Options struct {
 	HostRoot string
 	// StateDir is the agent's --state-dir inside HostRoot.
 	StateDir string
+	// HostCheck, when set, reports the host's health as `nodeward check
+	// --json` does (the caller owns the probes: this package links
+	// nothing of the agent); its report is written even with an error.
+	HostCheck func(ctx context.Context) ([]byte, error)
 	// Progress receives one line per part as it ends.
 	Progress io.Writer
 	// Now is the clock of the index's timestamp.

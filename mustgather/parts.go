@@ -23,9 +23,10 @@ type part struct {
 	// requires, when set, must be served (discovery) for the part to
 	// apply: the MCO's and the Machine APIs' CRDs are optional.
 	requires *schema.GroupVersionResource
-	// onHost: the part reads Options.HostRoot and applies only with one.
-	onHost  bool
-	collect func(ctx context.Context, g *Gatherer, w *partWriter) error
+	// skipUnless, when set, says why the part does not apply to these
+	// options ("" when it does): the host parts need a host.
+	skipUnless func(o Options) string
+	collect    func(ctx context.Context, g *Gatherer, w *partWriter) error
 }
 
 // The resources must-gather reads; the ClusterRole in
@@ -56,14 +57,41 @@ var parts = []part{
 	{name: "machineconfigpools", description: "the MCO's MachineConfigPools (MCO mode)", requires: &machineConfigPools, collect: listInto(machineConfigPools, "mco/machineconfigpools.json")},
 	{name: "machines-openshift", description: "OpenShift Machines: annotations, lifecycle hooks, phase and node", requires: &openshiftMachines, collect: machinesInto(openshiftMachines, "machines/openshift.json")},
 	{name: "machines-cluster-api", description: "Cluster API Machines: annotations (pre-drain hooks), phase and node", requires: &clusterAPIMachines, collect: machinesInto(clusterAPIMachines, "machines/cluster-api.json")},
-	{name: "host", description: "the agent's state files and host configuration under --host-root", onHost: true, collect: collectHost},
+	{name: "host", description: "the agent's state files and host configuration under --host-root", skipUnless: needsHostRoot, collect: collectHost},
+	{name: "host-check", description: "`nodeward check --json` on the machine must-gather runs on: every probe sampled once, the taints that would follow", skipUnless: needsHostCheck, collect: collectHostCheck},
+}
+
+func needsHostRoot(o Options) string {
+	if o.HostRoot == "" {
+		return "no --host-root: not run on a node"
+	}
+	return ""
+}
+
+func needsHostCheck(o Options) string {
+	if o.HostCheck == nil {
+		return "no --host-check"
+	}
+	return ""
+}
+
+func collectHostCheck(ctx context.Context, g *Gatherer, w *partWriter) error {
+	report, err := g.opts.HostCheck(ctx)
+	if report != nil {
+		if err := w.file("host/check.json", "the probes' report, as nodeward check --json prints it", report); err != nil {
+			return err
+		}
+	}
+	return err
 }
 
 // applies says why p does not apply ("" when it does): an API that is
 // not served, or no host root.
 func (g *Gatherer) applies(ctx context.Context, p part) (skip string, err error) {
-	if p.onHost && g.opts.HostRoot == "" {
-		return "no --host-root: not run on a node", nil
+	if p.skipUnless != nil {
+		if skip := p.skipUnless(g.opts); skip != "" {
+			return skip, nil
+		}
 	}
 	if p.requires == nil {
 		return "", nil

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -9,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
+	"github.com/nodeward/nodeward/conditions"
+	"github.com/nodeward/nodeward/daemon"
 	"github.com/nodeward/nodeward/mustgather"
 )
 
@@ -24,6 +28,7 @@ type mustGatherFlags struct {
 	namespace string
 	hostRoot  string
 	stateDir  string
+	hostCheck bool
 }
 
 func newMustGatherCommand() *cobra.Command {
@@ -48,6 +53,7 @@ func newMustGatherCommand() *cobra.Command {
 	fl.StringVarP(&f.namespace, "namespace", "n", v1alpha1.AgentLeaseNamespace, "nodeward's namespace")
 	fl.StringVar(&f.hostRoot, "host-root", "", "a node's root file system (/ on the node, /host in a debug pod): collect the agent's state files")
 	fl.StringVar(&f.stateDir, "state-dir", "/var/lib/nodeward", "the agent's --state-dir, inside --host-root")
+	fl.BoolVar(&f.hostCheck, "host-check", false, "add `nodeward check --json` of the machine this runs on (run it on the node, with its /proc)")
 	f.conn.register(cmd, false)
 	return cmd
 }
@@ -64,8 +70,12 @@ func runMustGather(cmd *cobra.Command, f mustGatherFlags) error {
 		return err
 	}
 	now := time.Now().UTC()
-	g, err := mustgather.NewForConfig(cfg, mustgather.Options{Namespace: f.namespace, Since: f.since,
-		HostRoot: f.hostRoot, StateDir: f.stateDir, Progress: cmd.ErrOrStderr()})
+	opts := mustgather.Options{Namespace: f.namespace, Since: f.since,
+		HostRoot: f.hostRoot, StateDir: f.stateDir, Progress: cmd.ErrOrStderr()}
+	if f.hostCheck {
+		opts.HostCheck = hostCheckReport
+	}
+	g, err := mustgather.NewForConfig(cfg, opts)
 	if err != nil {
 		return err
 	}
@@ -86,6 +96,21 @@ func runMustGather(cmd *cobra.Command, f mustGatherFlags) error {
 			where, strings.Join(failed, ", "))}
 	}
 	return nil
+}
+
+// hostCheckReport is `nodeward check --json` with the built-in
+// configuration: a condition True or a probe that could not run is in
+// the report, not a failure to collect it.
+func hostCheckReport(ctx context.Context) ([]byte, error) {
+	cfg := daemon.DefaultFileConfig()
+	probes := conditions.Probes(cfg.Config, nil)
+	defer conditions.Close(probes)
+	report := conditions.Check(ctx, probes, conditions.NewTaintTable(cfg.Taints))
+	data, err := json.MarshalIndent(report, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode the host check: %w", err)
+	}
+	return append(data, '\n'), nil
 }
 
 func openSink(f mustGatherFlags, now time.Time) (mustgather.Sink, string, error) {

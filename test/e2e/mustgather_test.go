@@ -79,7 +79,7 @@ func TestMustGatherMidRollout(t *testing.T) {
 	}
 	hostRoot := plantHostState(t)
 
-	files, idx, stderr := runMustGather(t, bin, p.cp.KubeconfigPath(), "--host-root="+hostRoot)
+	files, idx, stderr := runMustGather(t, bin, p.cp.KubeconfigPath(), "--host-root="+hostRoot, "--host-check")
 	assertParts(t, p, files, idx, blocked)
 	assertProgress(t, stderr, idx)
 	assertNoPlantedSecrets(t, files)
@@ -178,6 +178,7 @@ func assertParts(t *testing.T, p *pool, files map[string]string, idx mustgather.
 		"events/nodes.json":                       {`"kind": "Node"`},
 		"events/namespace.json":                   {"mg-planted"},
 		"events/updatepools.json":                 nil,
+		"host/check.json":                         {`"probes"`, "NodewardMemoryPressure"},
 		"host/var/lib/nodeward/update-state.json": {"Draining"},
 	}
 	for file, contents := range wantIn {
@@ -221,7 +222,7 @@ func assertCollected(t *testing.T, files map[string]string, idx mustgather.Index
 		}
 	}
 	for _, name := range []string{"updatepools", "nodes", "events", "logs", "leases", "configmaps", "machineconfignodes",
-		"machineconfigpools", "machines-openshift", "machines-cluster-api", "host"} {
+		"machineconfigpools", "machines-openshift", "machines-cluster-api", "host", "host-check"} {
 		r, ok := partOf(idx, name)
 		if !ok {
 			t.Errorf("index.json lacks the part %s", name)

@@ -10,7 +10,7 @@ GOBIN_DIR := $(shell go env GOPATH)/bin
 # The package timeout bounds a hung control plane; the slowest packages finish in minutes.
 TEST_FLAGS ?= -timeout 20m
 
-.PHONY: all build image test test-unit testbin lint demo chaos clean soak
+.PHONY: all build image test test-unit testbin lint demo chaos clean soak dashboards
 
 all: build
 
@@ -63,6 +63,14 @@ test: deps testbin build
 	# The Helm chart against the kustomize manifests: its own module, so that
 	# Helm's dependencies stay out of nodeward's.
 	cd test/helmsync && go test $(TEST_FLAGS) ./...
+	# The dashboards' generator (Grafana's foundation SDK, its own module):
+	# the checked-in JSON is its output, and every runbook names a panel.
+	cd tools/dashboards && go test $(TEST_FLAGS) ./...
+
+# dashboards writes the Grafana dashboards and their OpenShift console
+# variants (manifests/, charts/nodeward/dashboards) from tools/dashboards.
+dashboards:
+	cd tools/dashboards && go run .
 
 # test-unit runs only what needs neither root nor the control plane.
 test-unit:
@@ -72,8 +80,10 @@ lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 	cd test/helmsync && go vet ./...
+	cd tools/dashboards && go vet ./...
 	@[[ -x $(GOBIN_DIR)/staticcheck ]] || go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	$(GOBIN_DIR)/staticcheck ./...
+	cd tools/dashboards && $(GOBIN_DIR)/staticcheck ./...
 	NODEWARD_TESTBIN_DIR="$${NODEWARD_TESTBIN_DIR:-}" bash test/deploy/lint.sh
 
 # demo rolls a new OS out over 6 simulated nodes on the local control plane

@@ -149,7 +149,7 @@ func New(opts Config) *Controller {
 		healthChecks: newHealthCheckIndex(),
 	}
 	c.objectGates = &objectgate.Evaluator{Programs: objectgate.NewPrograms(),
-		Watches: objectgate.NewWatches(opts.Dynamic, opts.Log, c.enqueuePools)}
+		Watches: objectgate.NewWatches(opts.Dynamic, opts.Log, c.enqueuePoolsWatching)}
 	c.expectations = newExpectations(opts.Client, opts.Log, c.index.node, func(node string, exp expectation) {
 		c.departures.expected(node, exp, c.opts.Now())
 	}, opts.ExpectationTimeout)

@@ -35,8 +35,8 @@ func (c *Controller) holdMachineHook(ctx context.Context, node string) error {
 		return nil
 	}
 	gvr, api := c.machines.servedAs(r.api), c.machineResource(r)
-	if r.deleting {
-		return fmt.Errorf("machine %s/%s is being deleted", r.namespace, r.name)
+	if err := hookRefused(r); err != nil {
+		return err
 	}
 	style := machineAPINamed(r.api).hook
 	if err := style.hold(ctx, api, gvr, r.name); err != nil {
@@ -46,8 +46,22 @@ func (c *Controller) holdMachineHook(ctx context.Context, node string) error {
 	if err != nil {
 		return fmt.Errorf("read machine %s/%s after holding its hook: %w", r.namespace, r.name, err)
 	}
-	if m.GetDeletionTimestamp() != nil {
+	r.deleting = m.GetDeletionTimestamp() != nil
+	if err := hookRefused(r); err != nil {
 		_ = style.drop(ctx, api, gvr, r.name)
+		return err
+	}
+	return nil
+}
+
+// hookRefused is the one rule of holdMachineHook and MachineToHold: a
+// Machine being deleted gets no hook, and its node no grant (its deletion
+// may be draining already).
+func hookRefused(r machineRecord) error {
+	if r.deleting {
+		if r.namespace == "" {
+			return fmt.Errorf("machine %s is being deleted", r.name)
+		}
 		return fmt.Errorf("machine %s/%s is being deleted", r.namespace, r.name)
 	}
 	return nil
@@ -63,14 +77,9 @@ func (c *Controller) machineResource(r machineRecord) dynamic.ResourceInterface 
 // (Done, released by its agent or by a pool, Yielded, the node gone), and
 // after a crash or a leader change as well. It runs in the worker, between
 // passes, so never between a hook written and its grant (sweepMachines).
-func (c *Controller) sweepMachineHooks(ctx context.Context) {
-	hooked := c.machines.hooked()
-	if len(hooked) == 0 {
-		return // no Machine API served, or no update holds a hook
-	}
-	pending := c.expectations.nodes()
-	for _, r := range hooked {
-		if r.node != "" && (pending[r.node] || c.updating(r.node)) {
+func (c *Controller) sweepMachineHooks(ctx context.Context, busy func(node string) bool) {
+	for _, r := range c.machines.hooked() {
+		if busy(r.node) {
 			continue
 		}
 		api := c.machineResource(r)
@@ -82,10 +91,21 @@ func (c *Controller) sweepMachineHooks(ctx context.Context) {
 	}
 }
 
-// updating reports whether node is mid-update, from the index
-// (nodeUpdating).
-func (c *Controller) updating(node string) bool {
-	return nodeUpdating(c.index.node(node))
+// updateBusy is the sweeps' one test of whether a Machine's node is still
+// mid-update: a grant written and not yet seen back (the expectations), or
+// nodeUpdating from the index. A Machine without a node is not. The
+// expectations are copied once per sweep, at the first Machine asked about.
+func (c *Controller) updateBusy() func(node string) bool {
+	var pending map[string]bool
+	return func(node string) bool {
+		if node == "" {
+			return false
+		}
+		if pending == nil {
+			pending = c.expectations.nodes()
+		}
+		return pending[node] || nodeUpdating(c.index.node(node))
+	}
 }
 
 // nodeUpdating reports whether n is mid-update: it holds a grant its agent

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"regexp"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/nodeward/nodeward/api/v1alpha1"
 	"github.com/nodeward/nodeward/coordinator"
 	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/measure"
 )
 
 // BenchmarkMachineDeletionSeen splits the time from a Machine's deletion
@@ -53,13 +53,13 @@ func BenchmarkMachineDeletionSeen(b *testing.B) {
 	if err := cluster.CreatePool(ctx, dyn, pool); err != nil {
 		b.Fatal(err)
 	}
-	planned, watched, status := newSeenAt(), newSeenAt(), newSeenAt()
+	planned, watched, status := measure.NewFirstSeen(), measure.NewFirstSeen(), measure.NewFirstSeen()
 	statusAt := watchMachinesAndPool(ctx, b, dyn, prefix, watched, status)
 	runBenchCoordinator(ctx, b, cp, dyn, prefix, func(pool string, unavailable map[string]string) {
 		now := time.Now()
 		for _, why := range unavailable {
 			if m := deletingMachine.FindStringSubmatch(why); m != nil && pool == prefix {
-				planned.mark(m[1], now)
+				planned.Mark(m[1], now)
 			}
 		}
 	})
@@ -74,7 +74,7 @@ func BenchmarkMachineDeletionSeen(b *testing.B) {
 		if err := dyn.Resource(machinesGVR).Namespace(machineNS).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			b.Fatal(err)
 		}
-		w, p, s := watched.wait(b, name), planned.wait(b, name), status.wait(b, name)
+		w, p, s := waitSeen(ctx, b, watched, name), waitSeen(ctx, b, planned, name), waitSeen(ctx, b, status, name)
 		watch, plan, stat = append(watch, w.Sub(began)), append(plan, p.Sub(began)), append(stat, s.Sub(began))
 		index, write = append(index, p.Sub(w)), append(write, s.Sub(p))
 		dropHold(ctx, b, dyn, name)
@@ -84,8 +84,7 @@ func BenchmarkMachineDeletionSeen(b *testing.B) {
 		name    string
 		samples []time.Duration
 	}{{"watch", watch}, {"plan", plan}, {"status", stat}, {"plan-minus-watch", index}, {"status-minus-plan", write}} {
-		b.ReportMetric(float64(nearestRank(r.samples, 0.5).Microseconds())/1000, r.name+"-p50-ms")
-		b.ReportMetric(float64(nearestRank(r.samples, 0.99).Microseconds())/1000, r.name+"-p99-ms")
+		measure.ReportQuantiles(b, r.name, r.samples)
 	}
 }
 
@@ -162,7 +161,7 @@ func dropHold(ctx context.Context, b *testing.B, dyn dynamic.Interface, name str
 // ends: when each Machine's deletion was first delivered (watched), when
 // the pool's status first named each as being deleted (status), and when
 // the pool last changed (statusAt).
-func watchMachinesAndPool(ctx context.Context, b *testing.B, dyn dynamic.Interface, pool string, watched, status *seenAt) (statusAt func() time.Time) {
+func watchMachinesAndPool(ctx context.Context, b *testing.B, dyn dynamic.Interface, pool string, watched, status *measure.FirstSeen) (statusAt func() time.Time) {
 	b.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	b.Cleanup(cancel)
@@ -177,7 +176,7 @@ func watchMachinesAndPool(ctx context.Context, b *testing.B, dyn dynamic.Interfa
 	go func() {
 		for ev := range mw.ResultChan() {
 			if m, ok := ev.Object.(*unstructured.Unstructured); ok && m.GetDeletionTimestamp() != nil {
-				watched.mark(m.GetName(), time.Now())
+				watched.Mark(m.GetName(), time.Now())
 			}
 		}
 	}()
@@ -188,7 +187,7 @@ func watchMachinesAndPool(ctx context.Context, b *testing.B, dyn dynamic.Interfa
 			now := time.Now()
 			if p, ok := ev.Object.(*unstructured.Unstructured); ok {
 				for _, m := range deletingMachine.FindAllStringSubmatch(poolMessage(p, v1alpha1.PoolUpdating), -1) {
-					status.mark(m[1], now)
+					status.Mark(m[1], now)
 				}
 			}
 			mu.Lock()
@@ -215,54 +214,12 @@ func poolMessage(p *unstructured.Unstructured, typ string) string {
 	return ""
 }
 
-// seenAt records when each key was first seen.
-type seenAt struct {
-	mu   sync.Mutex
-	at   map[string]time.Time
-	seen map[string]chan struct{}
-}
-
-func newSeenAt() *seenAt {
-	return &seenAt{at: map[string]time.Time{}, seen: map[string]chan struct{}{}}
-}
-
-func (s *seenAt) chanOf(key string) chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.seen[key] == nil {
-		s.seen[key] = make(chan struct{})
-	}
-	return s.seen[key]
-}
-
-func (s *seenAt) mark(key string, when time.Time) {
-	ch := s.chanOf(key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.at[key]; !ok {
-		s.at[key] = when
-		close(ch)
-	}
-}
-
-// wait returns when key was first seen, failing b after 30 s.
-func (s *seenAt) wait(b *testing.B, key string) time.Time {
+// waitSeen is when key was first seen, failing b after 30 s.
+func waitSeen(ctx context.Context, b *testing.B, seen *measure.FirstSeen, key string) time.Time {
 	b.Helper()
-	select {
-	case <-s.chanOf(key):
-	case <-time.After(30 * time.Second):
-		b.Fatalf("%s not seen within 30 s", key)
+	at, err := seen.Wait(ctx, key, 30*time.Second)
+	if err != nil {
+		b.Fatal(err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.at[key]
-}
-
-// nearestRank is the q-quantile of samples by the nearest rank (of 20, p99
-// is the largest).
-func nearestRank(samples []time.Duration, q float64) time.Duration {
-	s := slices.Clone(samples)
-	slices.Sort(s)
-	rank := max(int(float64(len(s))*q+0.999999)-1, 0)
-	return s[rank]
+	return at
 }

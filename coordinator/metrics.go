@@ -15,6 +15,11 @@ type Metrics struct {
 	queue       *prometheus.GaugeVec
 	waiting     *prometheus.GaugeVec
 	inProgress  *prometheus.GaugeVec
+	// nodes and maxUnavailable are the pool's status counts and budget,
+	// so that a dashboard draws the rollout's progress and the unavailable
+	// nodes against their limit without reading the API.
+	nodes          *prometheus.GaugeVec
+	maxUnavailable *prometheus.GaugeVec
 	// gatesPassing, gateSeconds and silenceErrors exist only for the
 	// pools with gates or silences.
 	gatesPassing  *prometheus.GaugeVec
@@ -52,6 +57,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "nodeward_node_update_in_progress",
 			Help: "1 while the node holds an update slot of the pool (a planned drain and reboot); no series otherwise.",
 		}, []string{"node", "pool"}),
+		nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nodeward_pool_nodes",
+			Help: "Nodes of the pool by state: total (the pool selects), updated (run the target), updating (hold a slot), degraded (failed on the target).",
+		}, []string{"pool", "state"}),
+		maxUnavailable: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nodeward_pool_max_unavailable",
+			Help: "The pool's maxUnavailable resolved to a node count: the most nodes counted unavailable at once.",
+		}, []string{"pool"}),
 		gatesPassing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "nodeward_pool_gates_passing",
 			Help: "1 when the pool's health gates passed at their last evaluation, 0 when they held grants (fail closed).",
@@ -73,8 +86,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		flying: map[string][]string{},
 	}
 	if reg != nil {
-		reg.MustRegister(m.grants, m.unavailable, m.queue, m.waiting, m.inProgress, m.gatesPassing, m.gateSeconds, m.silenceErrors,
-			m.planSeconds)
+		reg.MustRegister(m.grants, m.unavailable, m.queue, m.waiting, m.inProgress, m.nodes, m.maxUnavailable, m.gatesPassing,
+			m.gateSeconds, m.silenceErrors, m.planSeconds)
 	}
 	return m
 }
@@ -84,6 +97,11 @@ func (m *Metrics) observe(pool string, p *poolPlan) {
 	m.grants.WithLabelValues(pool) // 0 from the first plan: increase() sees the first grant
 	m.unavailable.WithLabelValues(pool).Set(float64(len(p.unavailable) + len(p.grant)))
 	m.queue.WithLabelValues(pool).Set(float64(p.queued))
+	m.maxUnavailable.WithLabelValues(pool).Set(float64(p.limit))
+	for state, n := range map[string]int{"total": p.machines, "updated": p.updated, "updating": len(p.inFlight),
+		"degraded": len(p.degraded)} {
+		m.nodes.WithLabelValues(pool, state).Set(float64(n))
+	}
 	for _, r := range waitReasons() {
 		v := 0.0
 		if r == p.hold.reason {
@@ -110,7 +128,7 @@ func (m *Metrics) observe(pool string, p *poolPlan) {
 func (m *Metrics) forget(pool string) {
 	match := prometheus.Labels{"pool": pool}
 	for _, v := range []*prometheus.MetricVec{m.grants.MetricVec, m.unavailable.MetricVec, m.queue.MetricVec,
-		m.waiting.MetricVec, m.inProgress.MetricVec, m.gatesPassing.MetricVec, m.gateSeconds.MetricVec, m.silenceErrors.MetricVec,
+		m.waiting.MetricVec, m.inProgress.MetricVec, m.nodes.MetricVec, m.maxUnavailable.MetricVec, m.gatesPassing.MetricVec, m.gateSeconds.MetricVec, m.silenceErrors.MetricVec,
 		m.planSeconds.MetricVec} {
 		v.DeletePartialMatch(match)
 	}
@@ -122,7 +140,7 @@ func (m *Metrics) forget(pool string) {
 // stopped drops every pool's gauges when the controller stops (a leader
 // that lost its Lease): only the leader's plan is current.
 func (m *Metrics) stopped() {
-	for _, v := range []*prometheus.GaugeVec{m.unavailable, m.queue, m.waiting, m.inProgress, m.gatesPassing} {
+	for _, v := range []*prometheus.GaugeVec{m.unavailable, m.queue, m.waiting, m.inProgress, m.nodes, m.maxUnavailable, m.gatesPassing} {
 		v.Reset()
 	}
 	m.mu.Lock()

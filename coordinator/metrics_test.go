@@ -90,6 +90,15 @@ func TestCoordinatorMetrics(t *testing.T) {
 # HELP nodeward_node_update_in_progress 1 while the node holds an update slot of the pool (a planned drain and reboot); no series otherwise.
 # TYPE nodeward_node_update_in_progress gauge
 nodeward_node_update_in_progress{node="n00",pool="p"} 1
+# HELP nodeward_pool_max_unavailable The pool's maxUnavailable resolved to a node count: the most nodes counted unavailable at once.
+# TYPE nodeward_pool_max_unavailable gauge
+nodeward_pool_max_unavailable{pool="p"} 1
+# HELP nodeward_pool_nodes Nodes of the pool by state: total (the pool selects), updated (run the target), updating (hold a slot), degraded (failed on the target).
+# TYPE nodeward_pool_nodes gauge
+nodeward_pool_nodes{pool="p",state="degraded"} 0
+nodeward_pool_nodes{pool="p",state="total"} 3
+nodeward_pool_nodes{pool="p",state="updated"} 0
+nodeward_pool_nodes{pool="p",state="updating"} 1
 # HELP nodeward_pool_waiting_nodes Nodes of the pool that need the target and hold no slot.
 # TYPE nodeward_pool_waiting_nodes gauge
 nodeward_pool_waiting_nodes{pool="p"} 2
@@ -98,7 +107,7 @@ nodeward_pool_waiting_nodes{pool="p"} 2
 nodeward_update_grants_total{pool="p"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "nodeward_node_update_in_progress",
-		"nodeward_pool_waiting_nodes", "nodeward_update_grants_total"); err != nil {
+		"nodeward_pool_waiting_nodes", "nodeward_update_grants_total", "nodeward_pool_nodes", "nodeward_pool_max_unavailable"); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range waitReasons() {
@@ -122,6 +131,9 @@ nodeward_node_update_in_progress{node="n01",pool="p"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "nodeward_node_update_in_progress"); err != nil {
 		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.nodes.WithLabelValues("p", "updated")); got != 1 {
+		t.Errorf("after n00's update: nodeward_pool_nodes{state=\"updated\"} = %v, want 1", got)
 	}
 	if got := testutil.ToFloat64(m.waiting.WithLabelValues("p", string(waitNone))); got != 1 {
 		t.Errorf("granting pool: reason none = %v, want 1", got)

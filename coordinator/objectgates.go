@@ -29,10 +29,31 @@ func (c *Controller) askGates(ctx context.Context, gates *v1alpha1.Gates, pool s
 
 // retainObjectWatches stops the object watches no pool names any more.
 // It runs on every pool event, so that a gate removed from a pool, or a
-// pool deleted, stops reading its objects. A pool that does not decode
-// keeps nothing: it is not planned either.
+// pool deleted, stops reading its objects.
 func (c *Controller) retainObjectWatches() {
 	keep := map[objectgate.Key]bool{}
+	for _, gated := range c.poolsByObjectWatch() {
+		for key := range gated {
+			keep[key] = true
+		}
+	}
+	c.objectGates.Watches.Retain(keep)
+}
+
+// enqueuePoolsWatching re-plans the pools whose object gates read key's
+// objects, on an event of one of them; the others' verdicts cannot change.
+func (c *Controller) enqueuePoolsWatching(key objectgate.Key) {
+	for pool, gated := range c.poolsByObjectWatch() {
+		if gated[key] {
+			c.queue.Add(pool)
+		}
+	}
+}
+
+// poolsByObjectWatch is, per pool key, the object watches its gates read.
+// A pool that does not decode reads none: it is not planned either.
+func (c *Controller) poolsByObjectWatch() map[string]map[objectgate.Key]bool {
+	out := map[string]map[objectgate.Key]bool{}
 	for _, obj := range c.pools.GetStore().List() {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
@@ -43,8 +64,11 @@ func (c *Controller) retainObjectWatches() {
 			continue
 		}
 		for _, g := range pool.Spec.Gates.Objects {
-			keep[objectgate.KeyOf(g)] = true
+			if out[u.GetName()] == nil {
+				out[u.GetName()] = map[objectgate.Key]bool{}
+			}
+			out[u.GetName()][objectgate.KeyOf(g)] = true
 		}
 	}
-	c.objectGates.Watches.Retain(keep)
+	return out
 }

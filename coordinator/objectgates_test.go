@@ -155,6 +155,8 @@ func TestObjectGatesFailClosed(t *testing.T) {
 		{name: "objruntime", expr: `object.status.missing == "x"`, reason: "ObjectExpressionFailed", want: []string{"/ceph", "no such key"}},
 		{name: "objunserved", expr: healthOK, reason: "ObjectsUnreadable", want: []string{"nosuchthings.test.nodeward.io", "listing failed"},
 			with: func(g *v1alpha1.ObjectGate) { g.Resource = "nosuchthings" }},
+		{name: "objnons", expr: healthOK, reason: "ObjectMissing", want: []string{"ceph not found as a cluster-scoped object", "objnons-", "set the gate's namespace"},
+			with: func(g *v1alpha1.ObjectGate) { g.Namespace = "" }},
 		{name: "objnone", expr: healthOK, reason: "NoObjectsMatch", want: []string{"no object matches"}, with: noMatch},
 		{name: "objallownone", expr: healthOK, reason: "GatesPassing", want: []string{"passing on 0 objects"},
 			with: func(g *v1alpha1.ObjectGate) { noMatch(g); g.AllowNone = true }},

@@ -64,9 +64,7 @@ func (c *Controller) holdRemediation(ctx context.Context, node string) error {
 }
 
 // sweepRemediationHolds drops nodeward's marks whose updates ended.
-func (c *Controller) sweepRemediationHolds(ctx context.Context) {
-	pending := c.expectations.nodes()
-	busy := func(node string) bool { return node != "" && (pending[node] || c.updating(node)) }
+func (c *Controller) sweepRemediationHolds(ctx context.Context, busy func(node string) bool) {
 	for _, api := range machineAPIs {
 		api.remediationHold.sweep(ctx, c, busy)
 	}
@@ -192,6 +190,7 @@ func (c *Controller) sweepMachines(ctx context.Context, now time.Time) {
 		return
 	}
 	c.machinesSwept = now
-	c.sweepMachineHooks(ctx)
-	c.sweepRemediationHolds(ctx)
+	busy := c.updateBusy()
+	c.sweepMachineHooks(ctx, busy)
+	c.sweepRemediationHolds(ctx, busy)
 }

@@ -121,6 +121,12 @@ func TestInvalidPoolsAreRejectedWithTheSchemaMessage(t *testing.T) {
 		{"tz", map[string]any{"maintenanceWindows": []any{map[string]any{"start": "02:00", "duration": "1h", "timeZone": "not a zone!"}}}, "timeZone"},
 		{"drain", map[string]any{"drain": map[string]any{"timeout": "-5m"}}, "drain.timeout must be a positive"},
 		{"hook", map[string]any{"lifecycleHooks": map[string]any{"preDrain": []any{map[string]any{"name": "bad name", "owner": "x"}}}}, "name"},
+		{"source-url", updateSource("url", "ftp://graph.example/graph"), "updateSource.url must be an http or https URL"},
+		{"source-dialect", updateSource("dialect", "Zincati"), "spec.updateSource.dialect"},
+		{"source-channel", updateSource("channel", "stable 4.18"), "spec.updateSource.channel"},
+		{"source-policy", updateSource("policy", "Eager"), "spec.updateSource.policy"},
+		{"source-wariness", updateSource("wariness", "1.5"), "spec.updateSource.wariness"},
+		{"source-arch", updateSource("arch", "mips"), "spec.updateSource.arch"},
 	} {
 		spec := map[string]any{"nodeSelector": map[string]any{"matchLabels": map[string]any{"a": "b"}}}
 		for k, v := range tc.spec {
@@ -139,6 +145,13 @@ func TestInvalidPoolsAreRejectedWithTheSchemaMessage(t *testing.T) {
 			t.Errorf("%s: error %q does not say %q", tc.name, err, tc.want)
 		}
 	}
+}
+
+// updateSource is a valid spec.updateSource with field set to value.
+func updateSource(field, value string) map[string]any {
+	source := map[string]any{"url": "https://graph.example/v1/graph", "dialect": "OpenShift", "channel": "stable-4.18"}
+	source[field] = value
+	return map[string]any{"updateSource": source}
 }
 
 // TestLeaderFailoverMidRolloutNeverOverGrants runs two leader-elected

@@ -7,7 +7,6 @@ package coordinator
 // meets it.
 
 import (
-	"fmt"
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
@@ -96,13 +95,9 @@ func MachineToHold(machines []MachineState, node string) (MachineState, bool, er
 		return MachineState{}, false, nil
 	}
 	for _, m := range machines {
-		if m.Name != r.name {
-			continue
+		if m.Key() == r.key {
+			return m, true, hookRefused(r)
 		}
-		if m.Deleting {
-			return m, true, fmt.Errorf("machine %s is being deleted", m.Name)
-		}
-		return m, true, nil
 	}
 	return MachineState{}, false, nil
 }

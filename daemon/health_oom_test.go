@@ -46,7 +46,7 @@ func TestHealthOOMKillEvent(t *testing.T) {
 	}
 	root := filepath.Join(memory, fmt.Sprintf("nodeward-oom-e2e-%d", os.Getpid()), "kubepods")
 	container := filepath.Join(root, "burstable", "pod"+string(pod.UID), strings.Repeat("c0", 32))
-	makeCgroups(t, memory, container)
+	testenv.MakeCgroups(t, memory, container)
 	if err := os.WriteFile(filepath.Join(container, "memory.limit_in_bytes"), []byte("16777216"), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -105,23 +105,4 @@ func TestHealthOOMKillEvent(t *testing.T) {
 		}
 		return false, fmt.Errorf("the node's events: %q", seen)
 	})
-}
-
-// makeCgroups makes the cgroups from below base down to leaf, removing
-// them (deepest first, once their processes are gone) when t ends.
-func makeCgroups(t *testing.T, base, leaf string) {
-	t.Helper()
-	rel, err := filepath.Rel(base, leaf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := base
-	for _, part := range strings.Split(rel, string(filepath.Separator)) {
-		dir = filepath.Join(dir, part)
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			t.Fatalf("create cgroup %s: %v", dir, err)
-		}
-		cg := dir
-		t.Cleanup(func() { testenv.RemoveCgroup(t, cg) })
-	}
 }

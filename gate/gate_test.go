@@ -2,11 +2,13 @@ package gate_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeward/nodeward/api/v1alpha1"
@@ -180,6 +182,27 @@ func TestAgainstPrometheus(t *testing.T) {
 				v := e.evaluate(t, &v1alpha1.Gates{Prometheus: e.prom.URL, Queries: []v1alpha1.GateQuery{tc.query}})
 				expect(t, v, tc.reason, tc.contains...)
 			})
+		}
+	})
+	t.Run("Instant", func(t *testing.T) {
+		t.Parallel()
+		e.prom.WaitValue(t, `count(nodeward_test_value{case="multi"})`, 2, settle)
+		ctx := context.Background()
+		value, err := e.ev.Instant(ctx, e.prom.URL, `nodeward_test_value{case="multi"}`, settle)
+		if err != nil {
+			t.Fatalf("Instant: %v", err)
+		}
+		if v, ok := value.(model.Vector); !ok || len(v) != 2 {
+			t.Fatalf("Instant returned %v, want a vector of the 2 samples", value)
+		}
+		value, err = e.ev.Instant(ctx, e.prom.URL, "scalar(vector(1))", settle)
+		if s, ok := value.(*model.Scalar); err != nil || !ok || s.Value != 1 {
+			t.Fatalf("Instant = %v, %v; want the scalar 1", value, err)
+		}
+		_, err = e.ev.Instant(ctx, e.prom.URL, "sum(", settle)
+		var qerr *gate.QueryError
+		if !errors.As(err, &qerr) || qerr.Reason != gate.ReasonQueryInvalid || !strings.Contains(qerr.Message, `run query "sum("`) {
+			t.Fatalf("Instant of bad PromQL: %v, want a QueryError QueryInvalid naming the query", err)
 		}
 	})
 	t.Run("FirstFailingQueryDecides", func(t *testing.T) {

@@ -101,6 +101,10 @@ func (e *Evaluator) one(pool string, i int, g v1alpha1.ObjectGate) (int, gate.Ve
 	objs := matching(w, g, sel)
 	switch {
 	case len(objs) == 0 && g.Name != "":
+		if where := namespacesOf(w, g); len(where) > 0 {
+			return fail(ReasonObjectMissing, "%s not found as a cluster-scoped object, but objects of that name are in namespace %s: set the gate's namespace",
+				g.Name, strings.Join(where, ", "))
+		}
 		return fail(ReasonObjectMissing, "%s not found", g.Name)
 	case len(objs) == 0 && !g.AllowNone:
 		return fail(ReasonNoObjects, "no object matches (allowNone is false)")
@@ -167,6 +171,23 @@ func matching(w *watched, g v1alpha1.ObjectGate, sel labels.Selector) []*unstruc
 		}
 	}
 	return out
+}
+
+// namespacesOf lists the namespaces holding an object named g.Name when
+// the gate gives a name but no namespace: on a namespaced resource such a
+// gate finds nothing (the watch's keys are namespace/name), and saying
+// where the object is beats "not found".
+func namespacesOf(w *watched, g v1alpha1.ObjectGate) []string {
+	if g.Namespace != "" {
+		return nil
+	}
+	var where []string
+	for _, key := range sortedKeys(w.informer.GetStore()) {
+		if ns, name, ok := strings.Cut(key, "/"); ok && name == g.Name {
+			where = append(where, ns)
+		}
+	}
+	return where
 }
 
 // selector parses g's selector; everything when nil. Name and selector

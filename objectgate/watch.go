@@ -28,7 +28,7 @@ type Key struct {
 type Watches struct {
 	dyn      dynamic.Interface
 	log      *slog.Logger
-	onChange func()
+	onChange func(Key)
 
 	mu      sync.Mutex
 	base    context.Context // nil until Run
@@ -58,9 +58,10 @@ func (w *watched) lastListErr() error {
 	return w.listErr
 }
 
-// NewWatches reads through dyn; onChange runs on every add, update or
-// delete of a watched object (the coordinator re-plans its pools).
-func NewWatches(dyn dynamic.Interface, log *slog.Logger, onChange func()) *Watches {
+// NewWatches reads through dyn; onChange runs with the watch's key on every
+// add, update or delete of a watched object (the coordinator re-plans the
+// pools gated on it).
+func NewWatches(dyn dynamic.Interface, log *slog.Logger, onChange func(Key)) *Watches {
 	return &Watches{dyn: dyn, log: log, onChange: onChange, running: map[Key]*watched{}}
 }
 
@@ -89,7 +90,7 @@ func (ws *Watches) ensure(key Key) *watched {
 	ctx, stop := context.WithCancel(ws.base)
 	w := &watched{stop: stop}
 	w.informer = cache.NewSharedIndexInformer(ws.listWatch(key, w), &unstructured.Unstructured{}, 0, cache.Indexers{})
-	notify := func(any) { ws.onChange() }
+	notify := func(any) { ws.onChange(key) }
 	// AddEventHandler fails only on a stopped informer; this one has
 	// not started.
 	_, _ = w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -86,6 +86,9 @@ type UpdatePoolSpec struct {
 	// LifecycleHooks are stamped onto a node's annotations when its update
 	// starts; their owners remove them.
 	LifecycleHooks *LifecycleHooks `json:"lifecycleHooks,omitempty"`
+	// UpdateSource is where the pool's next OS comes from; without it an
+	// operator writes osImage by hand.
+	UpdateSource *UpdateSource `json:"updateSource,omitempty"`
 }
 
 // UpdateOrder is the order in which a pool updates its nodes by age.
@@ -250,6 +253,8 @@ type UpdatePoolStatus struct {
 	// FailedNodes are the nodes that failed on the current target, sorted.
 	FailedNodes []string           `json:"failedNodes,omitempty"`
 	Conditions  []metav1.Condition `json:"conditions,omitempty"`
+	// Updates is what spec.updateSource offers, when the pool has one.
+	Updates *UpdatesStatus `json:"updates,omitempty"`
 }
 
 // Pool condition types.

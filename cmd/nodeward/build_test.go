@@ -88,6 +88,9 @@ func TestPackagesImportOneWay(t *testing.T) {
 		// The health gates, used by the coordinator: a leaf on the API
 		// types and the Prometheus client.
 		"gate": {"api/kube", "hostexec", "machineconfig", "atomicfile", "silence", "objectgate", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
+		// The conditional update risks: a leaf on gate's Prometheus client
+		// and updategraph's risk types.
+		"updaterisk": {"api/kube", "hostexec", "machineconfig", "atomicfile", "silence", "objectgate", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
 		// The object gates: a leaf on the API types, gate's Verdict, the
 		// dynamic client and cel-go.
 		"objectgate": {"api/kube", "hostexec", "machineconfig", "atomicfile", "silence", "coordinator", "daemon", "conditions", "drain", "osupdate", "systemd"},
@@ -104,6 +107,9 @@ func TestPackagesImportOneWay(t *testing.T) {
 		// The config drift monitor: a leaf on machineconfig, which it
 		// checks with; nothing of the agent.
 		"drift": {"kmsg", "kernelrules", "oomkill", "api/v1alpha1", "api/kube", "hostexec", "coordinator", "daemon", "daemon/update", "daemon/mco", "daemon/health", "conditions", "drain", "osupdate", "systemd"},
+		// The update graphs (#39): a pure leaf, nothing of nodeward. The
+		// coordinator will import it, never the other way.
+		"updategraph": {"api/v1alpha1", "api/kube", "hostexec", "machineconfig", "atomicfile", "gate", "objectgate", "silence", "coordinator", "daemon", "daemon/update", "daemon/mco", "daemon/health", "conditions", "drain", "osupdate", "systemd"},
 		// must-gather reads the cluster through the dynamic client and the
 		// host's files: it links neither the agent nor the coordinator.
 		"mustgather": {"api/kube", "hostexec", "coordinator", "daemon", "daemon/update", "daemon/mco", "daemon/health", "conditions", "drain", "osupdate", "systemd"},

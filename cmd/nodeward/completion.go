@@ -65,6 +65,37 @@ func completePools(conn *kubeFlags) cobra.CompletionFunc {
 	}
 }
 
+// completeUpdateVersions completes --to with the versions the named
+// pool's status.updates lists, recommended or not; nothing before a pool
+// is named.
+func completeUpdateVersions(conn *kubeFlags) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) == 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		versions, err := listNames(cmd.Context(), conn, func(ctx context.Context, _ *kube.Client, d *dynamic.DynamicClient) ([]string, error) {
+			obj, err := d.Resource(v1alpha1.UpdatePoolResource()).Get(ctx, args[0], metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			pool, err := decodePool(obj)
+			if err != nil {
+				return nil, err
+			}
+			u := poolUpdates(pool)
+			var versions []string
+			for _, r := range recommendedReleases(u) {
+				versions = append(versions, r.Version)
+			}
+			for _, c := range notRecommended(u) {
+				versions = append(versions, c.Release.Version)
+			}
+			return versions, nil
+		})
+		return offer(versions, err, nil, toComplete)
+	}
+}
+
 func listNames(ctx context.Context, conn *kubeFlags, list func(context.Context, *kube.Client, *dynamic.DynamicClient) ([]string, error)) ([]string, error) {
 	if ctx == nil {
 		ctx = context.Background()

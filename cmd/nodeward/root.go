@@ -48,6 +48,7 @@ func newRootCommand() *cobra.Command {
 		newStatusCommand(),
 		newPauseCommand(),
 		newResumeCommand(),
+		newUpgradeCommand(),
 		newMustGatherCommand(),
 	)
 	registerFlagCompletions(root)

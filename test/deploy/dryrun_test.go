@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/nodeward/nodeward/test/cluster"
 )
 
@@ -22,6 +26,10 @@ const (
 	prometheusOperatorModule  = "github.com/prometheus-operator/prometheus-operator"
 	prometheusOperatorVersion = "v0.85.0"
 )
+
+// consoleDashboardsNamespace is where the OpenShift console reads
+// dashboard ConfigMaps from.
+const consoleDashboardsNamespace = "openshift-config-managed"
 
 var monitoringCRDs = []string{
 	"monitoring.coreos.com_servicemonitors.yaml",
@@ -38,6 +46,12 @@ func TestOverlaysServerDryRun(t *testing.T) {
 	cp := env.ControlPlane(t)
 	installBase(t, cp)
 	installMonitoringCRDs(t, cp)
+	// Every OpenShift cluster has it; the console reads its dashboards there.
+	_, err := cp.Client().CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: consoleDashboardsNamespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create namespace %s: %v", consoleDashboardsNamespace, err)
+	}
 	for _, dir := range []string{"overlays/kubernetes", "overlays/openshift", "."} {
 		t.Run(dir, func(t *testing.T) {
 			t.Parallel()
@@ -51,10 +65,14 @@ func TestOverlaysServerDryRun(t *testing.T) {
 				"validatingadmissionpolicy.admissionregistration.k8s.io/nodeward-agent-evict-own-node",
 				"servicemonitor.monitoring.coreos.com/nodeward-agent",
 				"prometheusrule.monitoring.coreos.com/nodeward",
+				"configmap/nodeward-dashboards",
 			} {
 				if !strings.Contains(out, want+" ") {
 					t.Errorf("dry run of %s does not mention %s:\n%s", dir, want, out)
 				}
+			}
+			if dir == "overlays/openshift" && !strings.Contains(out, "configmap/nodeward-node-health ") {
+				t.Errorf("dry run of %s does not mention the console's dashboard ConfigMaps:\n%s", dir, out)
 			}
 			if !strings.Contains(out, "(server dry run)") {
 				t.Errorf("kubectl did not report a server dry run:\n%s", out)

@@ -15,6 +15,7 @@ import (
 	"github.com/nodeward/nodeward/test/cluster"
 	"github.com/nodeward/nodeward/test/coordinatortest"
 	"github.com/nodeward/nodeward/test/machineapi"
+	"github.com/nodeward/nodeward/test/measure"
 )
 
 // benchHold is another owner's pre-drain hook on every Machine of the
@@ -62,11 +63,11 @@ func BenchmarkMachineDeletionToUnavailable(b *testing.B) {
 		})
 		began := time.Now()
 		mapi.DeleteMachine(ctx, victim)
-		w, err := watched.wait(victim, 30*time.Second)
+		w, err := watched.Wait(ctx, victim, 30*time.Second)
 		if err != nil {
 			b.Fatalf("the Machines' watch: %v", err)
 		}
-		p, err := pooled.wait(victim, 30*time.Second)
+		p, err := pooled.Wait(ctx, victim, 30*time.Second)
 		if err != nil {
 			b.Fatalf("the pool's status: %v", err)
 		}
@@ -76,10 +77,10 @@ func BenchmarkMachineDeletionToUnavailable(b *testing.B) {
 	// The loop's time is mostly the replacements': the quantiles are the
 	// figures.
 	b.ReportMetric(0, "ns/op")
-	reportQuantiles(b, "watch", watch)
-	reportQuantiles(b, "pool", pool)
-	reportQuantiles(b, "pool-minus-watch", own)
-	b.ReportMetric(float64(quantile(pool, 0.5))/float64(quantile(watch, 0.5)), "pool/watch-p50")
+	measure.ReportQuantiles(b, "watch", watch)
+	measure.ReportQuantiles(b, "pool", pool)
+	measure.ReportQuantiles(b, "pool-minus-watch", own)
+	b.ReportMetric(float64(measure.Quantile(pool, 0.5))/float64(measure.Quantile(watch, 0.5)), "pool/watch-p50")
 }
 
 func firstOf(m map[string]string) string {
@@ -98,7 +99,7 @@ var deletingInStatus = regexp.MustCompile(`machine ` + machineapi.Namespace + `/
 // watchDeletions watches set's Machines and its pool until the benchmark
 // ends: when each Machine's deletion was first delivered, when the pool's
 // status first named it, and (statusAt) when the pool last changed.
-func watchDeletions(b *testing.B, mapi *machineapi.Controllers, set string) (watched, pooled *firstSeen, statusAt func() time.Time) {
+func watchDeletions(b *testing.B, mapi *machineapi.Controllers, set string) (watched, pooled *measure.FirstSeen, statusAt func() time.Time) {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
@@ -111,11 +112,11 @@ func watchDeletions(b *testing.B, mapi *machineapi.Controllers, set string) (wat
 	if err != nil {
 		b.Fatal(err)
 	}
-	watched, pooled = newFirstSeen(), newFirstSeen()
+	watched, pooled = measure.NewFirstSeen(), measure.NewFirstSeen()
 	go func() {
 		for ev := range mw.ResultChan() {
 			if m, ok := ev.Object.(*unstructured.Unstructured); ok && m.GetDeletionTimestamp() != nil {
-				watched.mark(m.GetName(), time.Now())
+				watched.Mark(m.GetName(), time.Now())
 			}
 		}
 	}()
@@ -126,7 +127,7 @@ func watchDeletions(b *testing.B, mapi *machineapi.Controllers, set string) (wat
 			now := time.Now()
 			if p, ok := ev.Object.(*unstructured.Unstructured); ok {
 				for _, m := range deletingInStatus.FindAllStringSubmatch(poolUpdatingMessage(p), -1) {
-					pooled.mark(m[1], now)
+					pooled.Mark(m[1], now)
 				}
 			}
 			mu.Lock()

@@ -91,6 +91,13 @@ func deployOpenShiftAgent(ctx context.Context, t *testing.T, cp *cluster.Control
 			t.Errorf("the OpenShift agent DaemonSet: %v", err)
 		}
 	})
+	// Every OpenShift cluster has it; the overlay's console dashboards go
+	// there.
+	_, err = client.CoreV1().Namespaces().Create(ctx,
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "openshift-config-managed"}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create namespace openshift-config-managed: %v", err)
+	}
 	start := time.Now()
 	if err := apply(ctx, cp, namespacesFirst(manifests), t.TempDir()); err != nil {
 		t.Fatal(err)

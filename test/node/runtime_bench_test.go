@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/measure"
 	"github.com/nodeward/nodeward/test/node"
 )
 
@@ -27,7 +29,8 @@ const hostAgentPollInterval = time.Second
 // process gone (StopRuntime returned) to NodewardRuntimeUnavailable True on
 // the Node, and from the runtime answering again (StartRuntime returned) to
 // False. One stop and start per iteration, under a host agent with the
-// runtime probe alone (startHostAgent); the Node is read every 20 ms. It
+// runtime probe alone (startHostAgent); the Node is read every 20 ms. Each
+// stop comes at a random phase of the probe's poll interval. It
 // reports p50 and p99 of each, in ms, and the p50 of going down over the
 // probe's poll interval. docs/benchmarks.md has the figures and the command.
 func BenchmarkRuntimeDownCondition(b *testing.B) {
@@ -58,8 +61,16 @@ func benchRuntimeDown(b *testing.B, cp *cluster.ControlPlane, n *node.Node) {
 		b.Fatalf("the agent never found %s: %v (agent log %s)", n.Runtime(), err, agent.LogPath())
 	}
 	var down, back []time.Duration
+	// The condition clears at a sample, and the loop sees that at once, so
+	// a stop right after it would land just after a sample every time and
+	// wait out nearly a whole poll interval: a uniform random phase before
+	// each stop measures the probe, not the loop's lock-step with it.
+	phase := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
 	b.ResetTimer()
 	for range b.N {
+		if err := pause(ctx, time.Duration(phase.Int64N(int64(hostAgentPollInterval)))); err != nil {
+			b.Fatal(err)
+		}
 		n.StopRuntime()
 		d, err := timeUntil(ctx, client, n.Name(), conditionIs(runtimeUnavailable, corev1.ConditionTrue))
 		if err != nil {
@@ -75,12 +86,23 @@ func benchRuntimeDown(b *testing.B, cp *cluster.ControlPlane, n *node.Node) {
 		down, back = append(down, d), append(back, u)
 	}
 	b.StopTimer()
-	b.ReportMetric(ms(percentile(down, 50)), "down-p50-ms")
-	b.ReportMetric(ms(percentile(down, 99)), "down-p99-ms")
-	b.ReportMetric(ms(percentile(back, 50)), "up-p50-ms")
-	b.ReportMetric(ms(percentile(back, 99)), "up-p99-ms")
-	b.ReportMetric(float64(percentile(down, 50))/float64(hostAgentPollInterval), "down-p50/poll")
+	measure.ReportQuantiles(b, "down", down)
+	measure.ReportQuantiles(b, "up", back)
+	b.ReportMetric(float64(measure.Quantile(down, 0.5))/float64(hostAgentPollInterval), "down-p50/poll")
 	b.Logf("%s, %d stops: down %v; up %v", n.Runtime(), len(down), down, back)
+}
+
+// pause waits d, the random phase of a stop; it is the experiment's
+// design, not a wait for a condition.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // dropCondition removes a condition from the Node's status, retrying on
@@ -120,12 +142,3 @@ func timeUntil(ctx context.Context, client kubernetes.Interface, name string, ch
 	}
 	return time.Since(start), nil
 }
-
-// percentile is the nearest-rank p-th percentile of ds (which it sorts).
-func percentile(ds []time.Duration, p int) time.Duration {
-	slices.Sort(ds)
-	rank := (p*len(ds) + 99) / 100
-	return ds[max(rank, 1)-1]
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

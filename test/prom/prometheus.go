@@ -26,11 +26,37 @@ type PrometheusOptions struct {
 	// named "nodeward-test". StartPrometheus returns once each has been
 	// scraped (up or not).
 	Targets []string
+	// Jobs are further scrape jobs, each target with its own labels, as a
+	// ServiceMonitor's relabelling gives them (job="nodeward-agent" with
+	// node=<name>): what the shipped alerts and dashboards select on.
+	// StartPrometheus waits for their first scrape too.
+	Jobs []ScrapeJob
 	// Rules is the YAML of a rule file (groups: ...); empty: no rules.
 	Rules string
 	// ScrapeInterval and EvaluationInterval default to 1s, so that a
 	// sample set on a Target reaches a query or an alert within seconds.
 	ScrapeInterval, EvaluationInterval time.Duration
+}
+
+// ScrapeJob is a scrape job of labelled targets.
+type ScrapeJob struct {
+	Name    string
+	Targets []LabelledTarget
+}
+
+// LabelledTarget is a host:port scraped at /metrics with extra labels.
+type LabelledTarget struct {
+	Addr   string
+	Labels map[string]string
+}
+
+// targets counts the targets of every job.
+func (o PrometheusOptions) targets() int {
+	n := len(o.Targets)
+	for _, j := range o.Jobs {
+		n += len(j.Targets)
+	}
+	return n
 }
 
 // Prometheus is a real Prometheus server on the loopback.
@@ -85,7 +111,7 @@ func Run(binary, dir string, opts PrometheusOptions) (*Prometheus, func(), error
 			return err
 		}
 		p.URL, p.api = base, promv1.NewAPI(client)
-		return p.waitReady(ctx, proc, len(opts.Targets))
+		return p.waitReady(ctx, proc, opts.targets())
 	})
 	if err != nil {
 		return nil, nil, err
@@ -105,7 +131,7 @@ func (p *Prometheus) waitReady(ctx context.Context, proc *cluster.Process, targe
 	// Prometheus hands discovered targets to its scrapers on a 5s tick, so
 	// the first scrape comes seconds after /-/ready; a test should not
 	// have to know.
-	expr := fmt.Sprintf("count(up{job=%q})", job)
+	expr := "count(up)"
 	return cluster.Poll(ctx, "a first scrape of every target", 100*time.Millisecond, []*cluster.Process{proc},
 		func(ctx context.Context) (bool, error) {
 			got, err := p.Value(ctx, expr)
@@ -148,11 +174,22 @@ func writeConfig(dir string, opts PrometheusOptions) (string, error) {
 			"evaluation_interval": ms(eval),
 		},
 	}
+	var jobs []any
 	if len(opts.Targets) > 0 {
-		config["scrape_configs"] = []any{map[string]any{
+		jobs = append(jobs, map[string]any{
 			"job_name":       job,
 			"static_configs": []any{map[string]any{"targets": opts.Targets}},
-		}}
+		})
+	}
+	for _, j := range opts.Jobs {
+		var static []any
+		for _, tg := range j.Targets {
+			static = append(static, map[string]any{"targets": []string{tg.Addr}, "labels": tg.Labels})
+		}
+		jobs = append(jobs, map[string]any{"job_name": j.Name, "static_configs": static})
+	}
+	if len(jobs) > 0 {
+		config["scrape_configs"] = jobs
 	}
 	if opts.Rules != "" {
 		rules := filepath.Join(dir, "rules.yml")

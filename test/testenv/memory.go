@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,6 +105,25 @@ func writeUncached(path string, size int64) error {
 		return err
 	}
 	return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+}
+
+// MakeCgroups makes the cgroups from below base down to leaf, removing
+// them (deepest first, once their processes are gone) when t ends.
+func MakeCgroups(t testing.TB, base, leaf string) {
+	t.Helper()
+	rel, err := filepath.Rel(base, leaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := base
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		dir = filepath.Join(dir, part)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatalf("create cgroup %s: %v", dir, err)
+		}
+		cg := dir
+		t.Cleanup(func() { RemoveCgroup(t, cg) })
+	}
 }
 
 // RemoveCgroup waits for the cgroup's last process to be gone (a killed

@@ -31,6 +31,7 @@ import (
 	"github.com/nodeward/nodeward/conditions"
 	"github.com/nodeward/nodeward/daemon"
 	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/measure"
 	"github.com/nodeward/nodeward/test/testenv"
 )
 
@@ -132,14 +133,8 @@ func taintLatencies(b *testing.B, changes <-chan bool, prepare func() (cause, un
 }
 
 func report(b *testing.B, samples []time.Duration) {
-	slices.Sort(samples)
-	pct := func(p float64) float64 {
-		i := min(int(p*float64(len(samples))), len(samples)-1)
-		return float64(samples[i].Microseconds()) / 1000
-	}
-	b.ReportMetric(pct(0.5), "p50-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
-	b.ReportMetric(float64(samples[len(samples)-1].Microseconds())/1000, "max-ms")
+	measure.ReportQuantiles(b, "", samples)
+	b.ReportMetric(measure.Milliseconds(measure.Quantile(samples, 1)), "max-ms")
 	b.ReportMetric(0, "ns/op")
 }
 

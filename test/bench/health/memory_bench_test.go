@@ -2,7 +2,6 @@ package health
 
 import (
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/nodeward/nodeward/daemon"
 	"github.com/nodeward/nodeward/test/cluster"
+	"github.com/nodeward/nodeward/test/measure"
 	"github.com/nodeward/nodeward/test/testenv"
 )
 
@@ -98,17 +98,14 @@ func benchMemory(b *testing.B, trigger string) {
 	b.StopTimer()
 	report(b, samples)
 	if len(kernelSamples) > 0 {
-		slices.Sort(kernelSamples)
-		b.ReportMetric(float64(kernelSamples[len(kernelSamples)/2].Microseconds())/1000, "kernel-event-p50-ms")
-		b.ReportMetric(float64(kernelSamples[len(kernelSamples)-1].Microseconds())/1000, "kernel-event-max-ms")
+		b.ReportMetric(measure.Milliseconds(measure.Quantile(kernelSamples, 0.5)), "kernel-event-p50-ms")
+		b.ReportMetric(measure.Milliseconds(measure.Quantile(kernelSamples, 1)), "kernel-event-max-ms")
 	}
 	if len(reached) > 0 {
-		slices.Sort(reached)
-		slices.Sort(ownPart)
-		b.ReportMetric(float64(reached[len(reached)/2].Microseconds())/1000, "stall-75ms-p50-ms")
-		b.ReportMetric(float64(reached[len(reached)-1].Microseconds())/1000, "stall-75ms-max-ms")
-		b.ReportMetric(float64(ownPart[len(ownPart)/2].Microseconds())/1000, "stall→taint-p50-ms")
-		b.ReportMetric(float64(ownPart[len(ownPart)-1].Microseconds())/1000, "stall→taint-max-ms")
+		b.ReportMetric(measure.Milliseconds(measure.Quantile(reached, 0.5)), "stall-75ms-p50-ms")
+		b.ReportMetric(measure.Milliseconds(measure.Quantile(reached, 1)), "stall-75ms-max-ms")
+		b.ReportMetric(measure.Milliseconds(measure.Quantile(ownPart, 0.5)), "stall→taint-p50-ms")
+		b.ReportMetric(measure.Milliseconds(measure.Quantile(ownPart, 1)), "stall→taint-max-ms")
 	}
 }
 

@@ -90,6 +90,14 @@ type hostOptions struct {
 	args []string
 	// tune changes the double before the first boot.
 	tune func(*rpmostree.State)
+	// directives are further [Service] lines of the agent's drop-in.
+	directives []string
+	// createNode makes the Node object and returns its name; default a
+	// kwok node prefix-0.
+	createNode func(cp *cluster.ControlPlane) string
+	// prepare changes the root once nodeward is installed, before the
+	// first boot.
+	prepare func(root string)
 }
 
 // newHost creates the node, installs nodeward into a fresh root as
@@ -113,7 +121,12 @@ func newHost(t *testing.T, o hostOptions) *host {
 		t.Fatalf("install the cluster side: %v", err)
 	}
 	h := &host{t: t, cp: cp, prefix: o.prefix, dir: t.TempDir(), bin: bin}
-	h.name = cp.CreateNodes(t, cluster.NodeSpec{Prefix: o.prefix, Count: 1})[0]
+	if o.createNode == nil {
+		o.createNode = func(cp *cluster.ControlPlane) string {
+			return cp.CreateNodes(t, cluster.NodeSpec{Prefix: o.prefix, Count: 1})[0]
+		}
+	}
+	h.name = o.createNode(cp)
 	h.root = filepath.Join(h.dir, "root")
 	start := time.Now()
 	if err := hostmode.Extract(ctx, tarball, h.root); err != nil {
@@ -123,34 +136,9 @@ func newHost(t *testing.T, o hostOptions) *host {
 	if h.bin, err = checkBinary(bin, h.root); err != nil {
 		t.Fatal(err)
 	}
-	bin = h.bin
-	if h.unit, err = os.ReadFile(filepath.Join(repoRoot, "systemd", "nodeward.service")); err != nil {
-		t.Fatal(err)
-	}
-	example, err := os.ReadFile(filepath.Join(repoRoot, "manifests", "host", "config.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.metrics = "127.0.0.1:" + strconv.Itoa(freePort(t))
-	config, err := hostmode.HostConfig(example, h.metrics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The update machine re-checks every second instead of 5 s: the
-	// scenarios wait less, and a wedged loop is noticed in 13 s.
-	dropIn, err := hostmode.DropIn(h.unit, hostmode.DropInOptions{Watchdog: watchdogPeriod,
-		Args: append([]string{"--update-poll-interval=1s"}, o.args...)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.double, err = hostmode.Install{Root: h.root, NodeName: h.name, Nodeward: bin.nodeward, RpmOstree: bin.rpmOstree,
-		Unit: h.unit, DropIn: dropIn, Config: config, Kubeconfig: h.kubeconfig(),
-		Booted: sim.ProcBooted(), Images: sim.ProcImages(), Enable: true}.Apply()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.tune != nil {
-		h.double.Update(t, o.tune)
+	h.install(o)
+	if o.prepare != nil {
+		o.prepare(h.root)
 	}
 	start = time.Now()
 	h.c, err = hostmode.Boot(ctx, hostmode.BootOptions{Name: h.name, Root: h.root, LogDir: h.dir, Log: t.Logf})
@@ -167,38 +155,6 @@ func newHost(t *testing.T, o hostOptions) *host {
 		}
 	})
 	return h
-}
-
-// kubeconfig follows manifests/host/README.md with the control plane's
-// kubectl: a token of the agent's ServiceAccount bound to this Node, in a
-// kubeconfig of its own.
-func (h *host) kubeconfig() []byte {
-	h.t.Helper()
-	kubectl := func(args ...string) string {
-		h.t.Helper()
-		out, err := exec.Command(h.cp.Binary("kubectl"), args...).CombinedOutput()
-		if err != nil {
-			h.t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	admin := h.cp.Config()
-	ca := filepath.Join(h.dir, "ca.crt")
-	if err := os.WriteFile(ca, admin.CAData, 0o600); err != nil {
-		h.t.Fatal(err)
-	}
-	token := kubectl("--kubeconfig", h.cp.KubeconfigPath(), "-n", "nodeward-system", "create", "token", "nodeward-agent",
-		"--bound-object-kind", "Node", "--bound-object-name", h.name, "--duration", "720h")
-	out := filepath.Join(h.dir, "nodeward.kubeconfig")
-	kubectl("config", "set-cluster", "k", "--server", admin.Host, "--certificate-authority", ca, "--embed-certs", "--kubeconfig", out)
-	kubectl("config", "set-credentials", "nodeward-agent", "--token", token, "--kubeconfig", out)
-	kubectl("config", "set-context", "k", "--cluster", "k", "--user", "nodeward-agent", "--kubeconfig", out)
-	kubectl("config", "use-context", "k", "--kubeconfig", out)
-	data, err := os.ReadFile(out)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return data
 }
 
 func freePort(t *testing.T) int {

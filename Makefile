@@ -36,7 +36,7 @@ image:
 	@mkdir -p bin/static "$$(dirname "$(IMAGE_OUT)")"
 	CGO_ENABLED=0 go build -trimpath -tags $(BUILD_TAGS) -ldflags "$(LDFLAGS)" -o bin/static/nodeward ./cmd/nodeward
 	@digest="$$(SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./tools/ociimage -tag "$(IMAGE_TAG)" -out "$(IMAGE_OUT)" \
-		-file bin/static/nodeward:/nodeward:0755 -entrypoint /nodeward)"; \
+		-file bin/static/nodeward:/nodeward:0755 -symlink /usr/bin/gather:/nodeward -entrypoint /nodeward)"; \
 		echo "image $(IMAGE_TAG) $$digest in $(IMAGE_OUT)"
 
 # testbin builds the real control plane (etcd, kube-apiserver,

@@ -110,6 +110,9 @@ func TestPackagesImportOneWay(t *testing.T) {
 		// The update graphs (#39): a pure leaf, nothing of nodeward. The
 		// coordinator will import it, never the other way.
 		"updategraph": {"api/v1alpha1", "api/kube", "hostexec", "machineconfig", "atomicfile", "gate", "objectgate", "silence", "coordinator", "daemon", "daemon/update", "daemon/mco", "daemon/health", "conditions", "drain", "osupdate", "systemd"},
+		// must-gather reads the cluster through the dynamic client and the
+		// host's files: it links neither the agent nor the coordinator.
+		"mustgather": {"api/kube", "hostexec", "coordinator", "daemon", "daemon/update", "daemon/mco", "daemon/health", "conditions", "drain", "osupdate", "systemd"},
 		// Test libraries. test/cluster (control plane, CRDs, the nodeward
 		// build) is imported by the tests of daemon (from inside package
 		// daemon), drain and api/kube: it must link neither the agent nor

@@ -13,6 +13,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	root := newRootCommand()
+	root.SetArgs(gatherArgs(os.Args[0], os.Args[1:]))
 	err := root.ExecuteContext(ctx)
 	stop()
 	if err != nil {

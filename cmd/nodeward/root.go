@@ -49,6 +49,7 @@ func newRootCommand() *cobra.Command {
 		newPauseCommand(),
 		newResumeCommand(),
 		newUpgradeCommand(),
+		newMustGatherCommand(),
 	)
 	registerFlagCompletions(root)
 	return root

@@ -28,7 +28,19 @@ func (cp *ControlPlane) writeNodeTokens() error {
 	if err := os.WriteFile(cp.path("node-tokens.csv"), []byte(lines.String()), 0o600); err != nil {
 		return fmt.Errorf("write the node token file: %w", err)
 	}
-	return nil
+	return cp.writeKubeletClientCert()
+}
+
+// writeKubeletClientCert issues the API server's client certificate for
+// the kubelets (their x509 authentication trusts the control plane's CA):
+// without it the API server cannot reach a kubelet, and a pod's log, exec
+// or port-forward fails ("nodeward must-gather" reads the agents' logs).
+func (cp *ControlPlane) writeKubeletClientCert() error {
+	cert, key, err := cp.ca.issue("kube-apiserver-kubelet-client", nil, nil)
+	if err != nil {
+		return err
+	}
+	return writeFiles(cp.dir, map[string][]byte{"kubelet-client.crt": cert, "kubelet-client.key": key})
 }
 
 func (cp *ControlPlane) authorizationMode() string {
@@ -49,6 +61,11 @@ func (cp *ControlPlane) realNodeArgs() []string {
 	return []string{
 		"--token-auth-file=" + cp.path("node-tokens.csv"),
 		"--enable-admission-plugins=NodeRestriction",
+		"--kubelet-client-certificate=" + cp.path("kubelet-client.crt"),
+		"--kubelet-client-key=" + cp.path("kubelet-client.key"),
+		// The real nodes' names resolve nowhere; their InternalIP is the
+		// loopback their kubelets listen on.
+		"--kubelet-preferred-address-types=InternalIP",
 	}
 }
 

@@ -35,7 +35,8 @@ func nodewardConditions() []corev1.NodeConditionType {
 
 // TestAgentOnRealNode deploys the project's manifests with the image `make
 // image` builds on the real node and checks, in order: the agent pod Running
-// and Ready, the node's five conditions, the pod-bound token's limits, a
+// and Ready, the node's five conditions, the agent's log read by `nodeward
+// must-gather`, the pod-bound token's limits, a
 // drain of a real pod by `nodeward drain`, the runtime condition through
 // a containerd restart, a target staged by the host's rpm-ostree run
 // chrooted into /host, and the Helm chart's DaemonSet in place of the
@@ -80,6 +81,7 @@ func TestAgentOnRealNode(t *testing.T) {
 		t.Logf("five Nodeward conditions %s after apply", time.Since(start).Round(time.Millisecond))
 	})
 	t.Run("metrics-auth", func(t *testing.T) { testMetricsAuth(ctx, t, cp, pod) })
+	t.Run("must-gather-logs", func(t *testing.T) { testMustGatherLogs(ctx, t, cp, pod) })
 	t.Run("bound-token", func(t *testing.T) { testBoundToken(ctx, t, cp, n, pod) })
 	t.Run("drain", func(t *testing.T) { testDrain(ctx, t, cp, n, "drain-test") })
 	t.Run("runtime-restart", func(t *testing.T) { testRuntimeRestart(ctx, t, client, n) })

@@ -83,7 +83,10 @@ const cniConfig = `{
 // RuntimeConfig call to tell the kubelet its driver; CRI-O is configured
 // with it), pods under cgroupRoot, the runtime's CRI socket,
 // swap allowed, eviction thresholds low enough that a busy test disk evicts
-// nothing, and the kubelet's own ports on free loopback ports.
+// nothing, and the kubelet's own ports on free ports: healthz on the
+// loopback, the API port on every address, since the API server reaches a
+// kubelet at its InternalIP (the host's) for a pod's log or exec (it
+// takes only client certificates of the control plane's CA).
 func kubeletConfig(cgroupRoot, socket, caFile string, port, healthzPort int) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -92,7 +95,7 @@ cgroupDriver: cgroupfs
 cgroupRoot: %s
 failSwapOn: false
 containerRuntimeEndpoint: unix://%s
-address: 127.0.0.1
+address: 0.0.0.0
 port: %d
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1

@@ -28,11 +28,16 @@ const (
 	AnnotationRefName = "org.opencontainers.image.ref.name"
 )
 
-// File is one regular file of the image.
+// File is one regular file of the image, or a symbolic link when Link is
+// set.
 type File struct {
 	Path string // absolute inside the image
 	Mode int64
 	Data []byte
+	// Link, when set, makes the file a symbolic link to it (Data unused):
+	// one binary under a second name, as /usr/bin/gather for `oc adm
+	// must-gather`.
+	Link string
 }
 
 // Spec is what the image holds.
@@ -200,6 +205,7 @@ type tarEntry struct {
 	name string // relative, no leading slash; a trailing slash is a directory
 	mode int64
 	data []byte
+	link string // a symbolic link's target
 }
 
 // layerTar is the uncompressed layer: every file and its parent
@@ -219,7 +225,7 @@ func layerTar(files []File, created time.Time) ([]byte, error) {
 				entries = append(entries, tarEntry{name: dir + "/", mode: 0o755})
 			}
 		}
-		entries = append(entries, tarEntry{name: name, mode: f.Mode, data: f.Data})
+		entries = append(entries, tarEntry{name: name, mode: f.Mode, data: f.Data, link: f.Link})
 	}
 	return writeTar(entries, created)
 }
@@ -237,9 +243,13 @@ func writeTar(entries []tarEntry, mtime time.Time) ([]byte, error) {
 		if hdr.Mode == 0 {
 			hdr.Mode = 0o644
 		}
-		if strings.HasSuffix(e.name, "/") {
+		switch {
+		case strings.HasSuffix(e.name, "/"):
 			hdr.Typeflag = tar.TypeDir
-		} else {
+		case e.link != "":
+			hdr.Typeflag, hdr.Linkname, hdr.Mode = tar.TypeSymlink, e.link, 0o777
+			e.data = nil
+		default:
 			hdr.Typeflag = tar.TypeReg
 			hdr.Size = int64(len(e.data))
 		}

@@ -26,7 +26,8 @@ func TestReproducibleLayout(t *testing.T) {
 	var outs [][]byte
 	for i, name := range []string{"a.tar", "b.tar"} {
 		out := filepath.Join(dir, name)
-		if err := run([]string{"-tag", "nodeward:v0.0.1", "-out", out, "-file", bin + ":/nodeward:0755", "-entrypoint", "/nodeward"}); err != nil {
+		if err := run([]string{"-tag", "nodeward:v0.0.1", "-out", out, "-file", bin + ":/nodeward:0755", "-entrypoint", "/nodeward",
+			"-symlink", "/usr/bin/gather:/nodeward"}); err != nil {
 			t.Fatalf("build %d: %v", i, err)
 		}
 		data, err := os.ReadFile(out)
@@ -101,9 +102,12 @@ func TestReproducibleLayout(t *testing.T) {
 		if hdr.Name == "nodeward" && hdr.Mode != 0o755 {
 			t.Errorf("/nodeward mode %o", hdr.Mode)
 		}
+		if hdr.Name == "usr/bin/gather" && (hdr.Typeflag != tar.TypeSymlink || hdr.Linkname != "/nodeward" || hdr.Size != 0) {
+			t.Errorf("/usr/bin/gather: type %c, link %q, size %d; want a symbolic link to /nodeward", hdr.Typeflag, hdr.Linkname, hdr.Size)
+		}
 		names = append(names, hdr.Name)
 	}
-	if got := strings.Join(names, " "); got != "etc/ etc/group etc/passwd nodeward" {
+	if got := strings.Join(names, " "); got != "etc/ etc/group etc/passwd nodeward usr/ usr/bin/ usr/bin/gather" {
 		t.Errorf("layer entries: %s", got)
 	}
 }

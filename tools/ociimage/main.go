@@ -8,7 +8,8 @@
 // inputs and Go toolchain give the same image digest.
 //
 //	ociimage -tag nodeward:v1.2.3 -out nodeward.oci.tar \
-//	    -file bin/static/nodeward:/nodeward:0755 -entrypoint /nodeward
+//	    -file bin/static/nodeward:/nodeward:0755 -symlink /usr/bin/gather:/nodeward \
+//	    -entrypoint /nodeward
 //
 // `make image` (nodeward) and test/node (the pause image) use it. It prints
 // the manifest digest (the image's pinned digest) on stdout.
@@ -56,10 +57,26 @@ func (f *fileFlags) Set(v string) error {
 	return nil
 }
 
+// symlinkFlags collects -symlink DST:TARGET.
+type symlinkFlags []File
+
+func (f *symlinkFlags) String() string { return fmt.Sprint(*f) }
+
+func (f *symlinkFlags) Set(v string) error {
+	dst, target, ok := strings.Cut(v, ":")
+	if !ok || dst == "" || target == "" {
+		return fmt.Errorf("want DST:TARGET, got %q", v)
+	}
+	*f = append(*f, File{Path: dst, Link: target})
+	return nil
+}
+
 func run(args []string) error {
 	fs := flag.NewFlagSet("ociimage", flag.ContinueOnError)
 	var files fileFlags
 	fs.Var(&files, "file", "SRC:DST[:MODE] (octal, default 0644): a file of the image; repeatable")
+	var links symlinkFlags
+	fs.Var(&links, "symlink", "DST:TARGET: a symbolic link of the image; repeatable")
 	tag := fs.String("tag", "", "image reference name, NAME:TAG (the index's org.opencontainers.image.ref.name)")
 	out := fs.String("out", "", "output OCI image-layout tarball")
 	entrypoint := fs.String("entrypoint", "", "the image's entrypoint, a path inside the image")
@@ -74,7 +91,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	spec := Spec{Tag: *tag, Entrypoint: []string{*entrypoint}, Files: files, Created: epoch}
+	spec := Spec{Tag: *tag, Entrypoint: []string{*entrypoint}, Files: append(files, links...), Created: epoch}
 	if *passwd {
 		spec.Files = append(spec.Files, MinimalUsers()...)
 	}

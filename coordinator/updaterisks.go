@@ -20,11 +20,12 @@ import (
 const riskQueryTimeout = 5 * time.Second
 
 // PrometheusRisks is the coordinator's RiskEvaluator: a pool's conditional
-// updates are evaluated by package updaterisk against the Prometheus of
-// the pool's gates (spec.gates.prometheus), one Evaluator per Prometheus
-// so that pools sharing one share its cache and its throttle, as the
-// cluster version operator shares one. A pool without gates.prometheus
-// has its conditional updates Unknown: nothing evaluates their risks.
+// updates are evaluated by package updaterisk against the pool's
+// spec.updateSource.prometheus, else its spec.gates.prometheus, one
+// Evaluator per Prometheus so that pools sharing one share its cache and
+// its throttle, as the cluster version operator shares one. A pool with
+// neither has its conditional updates Unknown: nothing evaluates their
+// risks.
 type PrometheusRisks struct {
 	client *gate.Evaluator
 	now    func() time.Time
@@ -42,14 +43,11 @@ func NewPrometheusRisks(client *gate.Evaluator, now func() time.Time, log *slog.
 
 // Recommend returns each candidate's Recommended condition, in order.
 func (r *PrometheusRisks) Recommend(ctx context.Context, pool *v1alpha1.UpdatePool, candidates []updaterisk.Candidate) []metav1.Condition {
-	if pool.Spec.Gates == nil || pool.Spec.Gates.Prometheus == "" {
-		return unevaluated(len(candidates), "pool "+pool.Name+" has no gates.prometheus: the risks of this update cannot be evaluated")
+	prometheus, accepted := riskPrometheus(pool)
+	if prometheus == "" {
+		return unevaluated(len(candidates), "pool "+pool.Name+" has neither updateSource.prometheus nor gates.prometheus: the risks of this update cannot be evaluated")
 	}
-	var accepted []string
-	if us := pool.Spec.UpdateSource; us != nil {
-		accepted = us.AcceptedRisks
-	}
-	got, err := r.evaluator(pool.Spec.Gates.Prometheus).Evaluate(ctx, candidates, accepted)
+	got, err := r.evaluator(prometheus).Evaluate(ctx, candidates, accepted)
 	if err != nil {
 		return unevaluated(len(candidates), err.Error())
 	}
@@ -58,6 +56,18 @@ func (r *PrometheusRisks) Recommend(ctx context.Context, pool *v1alpha1.UpdatePo
 		out[i] = res.Recommended
 	}
 	return out
+}
+
+// riskPrometheus is the Prometheus a pool's risks are asked of, and the
+// risks it accepted.
+func riskPrometheus(pool *v1alpha1.UpdatePool) (prometheus string, accepted []string) {
+	if us := pool.Spec.UpdateSource; us != nil {
+		prometheus, accepted = us.Prometheus, us.AcceptedRisks
+	}
+	if prometheus == "" && pool.Spec.Gates != nil {
+		prometheus = pool.Spec.Gates.Prometheus
+	}
+	return prometheus, accepted
 }
 
 // evaluator is prometheus's Evaluator, made at first use.

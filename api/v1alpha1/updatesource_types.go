@@ -27,6 +27,10 @@ type UpdateSource struct {
 	// the pool takes a release: 0 as soon as it starts, 1 once it is
 	// complete. A decimal string; 0.5 when empty.
 	Wariness string `json:"wariness,omitempty"`
+	// Prometheus is the base URL of the Prometheus HTTP API the risks of
+	// conditional updates are evaluated against; gates.prometheus when
+	// empty. Without either no conditional update is recommended.
+	Prometheus string `json:"prometheus,omitempty"`
 	// AcceptedRisks are the names of the risks an operator accepted to
 	// target a not-recommended update (nodeward upgrade
 	// --allow-not-recommended records them). Automatic never takes a

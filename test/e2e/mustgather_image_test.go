@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -64,7 +65,8 @@ var (
 // the root): the volume checker's df | awk | sed reads a percentage, and
 // /must-gather gets index.json and the parts. The copy container's command
 // keeps running, and both of oc's ways of copying /must-gather out of it,
-// rsync over a remote shell and tar, bring every file of the index.
+// rsync over a remote shell and tar, bring every file of the index. With
+// the volume filled past 30%, the checker stops the gathering (pkill).
 func TestMustGatherImageUnderOC(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.RequireBinary(t, "rsync")
@@ -94,6 +96,7 @@ func TestMustGatherImageUnderOC(t *testing.T) {
 	if err := copyContainer.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Errorf("the copy container's command exited: %v", err)
 	}
+	assertVolumeCheckerStops(t, root, fmt.Sprintf(ocGatherCommand, checker, "/usr/bin/gather"))
 }
 
 // buildMustGatherImage writes the image as `make must-gather-image` does,
@@ -199,16 +202,9 @@ func runGatherContainer(t *testing.T, root, script string) string {
 	t.Helper()
 	cmd := startInRoot(t, root, "/bin/bash", "-c", script)
 	logPath := cmd.Stdout.(*os.File).Name()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			out, _ := os.ReadFile(logPath)
-			t.Fatalf("the gather container's command: %v\n%s", err, out)
-		}
-	case <-time.After(3 * time.Minute):
-		t.Fatal("the gather container's command did not end in 3 minutes")
+	if err := waitEnd(t, cmd); err != nil {
+		out, _ := os.ReadFile(logPath)
+		t.Fatalf("the gather container's command: %v\n%s", err, out)
 	}
 	usage := regexp.MustCompile(`volume usage percentage [0-9]+\n`)
 	var out []byte
@@ -219,6 +215,46 @@ func runGatherContainer(t *testing.T, root, script string) string {
 	})
 	t.Logf("gather container output:\n%s", out)
 	return string(out)
+}
+
+// waitEnd waits for cmd to end, at most 3 minutes, and returns how it
+// ended. The background processes it leaves hold no pipe of ours (its
+// output is a file), so it returns when cmd itself exits.
+func waitEnd(t *testing.T, cmd *exec.Cmd) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(3 * time.Minute):
+		t.Fatal("the gather container's command did not end in 3 minutes")
+		return nil
+	}
+}
+
+// assertVolumeCheckerStops: with /must-gather filled past
+// --volume-percentage, oc's checker stops the gathering with `pkill
+// --signal SIGKILL -f /usr/bin/gather`, which matches the container's own
+// bash -c (its command line names /usr/bin/gather) as it does in oc's pod,
+// and says why first.
+func assertVolumeCheckerStops(t *testing.T, root, script string) {
+	t.Helper()
+	fill := filepath.Join(root, "must-gather", "fill")
+	if err := os.WriteFile(fill, make([]byte, 32<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(fill)
+	cmd := startInRoot(t, root, "/bin/bash", "-c", script)
+	err := waitEnd(t, cmd)
+	out, _ := os.ReadFile(cmd.Stdout.(*os.File).Name())
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Errorf("with the volume full, the gather container's command ended with %v, want killed by pkill's SIGKILL\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "Disk usage exceeds the volume percentage of 30") {
+		t.Errorf("the volume checker did not say why it stopped the gathering:\n%s", out)
+	}
 }
 
 // readGatheredIndex checks that /must-gather holds index.json and every

@@ -13,6 +13,16 @@
 //
 // `make image` (nodeward) and test/node (the pause image) use it. It prints
 // the manifest digest (the image's pinned digest) on stdout.
+//
+// -userland LIST adds executables of the build host, each with the shared
+// libraries it needs (ELF DT_NEEDED, transitively) and its loader: `make
+// must-gather-image` adds what `oc adm must-gather`'s scripts call
+// (must-gather.userland). As a distribution does, the image then names in
+// /usr/share/doc/nodeward/debian-packages.txt the Debian package, version
+// and source package each of those files comes from (dpkg-query), and
+// carries each package's /usr/share/doc/<package>/copyright: bash,
+// coreutils, rsync, tar and others are GPL. The same installed package
+// versions give the same digest.
 package main
 
 import (

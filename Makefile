@@ -10,7 +10,7 @@ GOBIN_DIR := $(shell go env GOPATH)/bin
 # The package timeout bounds a hung control plane; the slowest packages finish in minutes.
 TEST_FLAGS ?= -timeout 20m
 
-.PHONY: all build image test test-unit testbin lint demo chaos clean soak dashboards
+.PHONY: all build image must-gather-image test test-unit testbin lint demo chaos clean soak dashboards
 
 all: build
 
@@ -38,6 +38,25 @@ image:
 	@digest="$$(SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./tools/ociimage -tag "$(IMAGE_TAG)" -out "$(IMAGE_OUT)" \
 		-file bin/static/nodeward:/nodeward:0755 -symlink /usr/bin/gather:/nodeward -entrypoint /nodeward)"; \
 		echo "image $(IMAGE_TAG) $$digest in $(IMAGE_OUT)"
+
+# must-gather-image writes the image `oc adm must-gather --image=…` runs: the
+# same static binary (entrypoint /usr/bin/gather) and the userland oc's
+# gather and copy containers call (bash, df, awk, sed, sleep, sync, pkill,
+# rsync, tar, …), copied from this Debian host's packages with their shared
+# libraries and loader, a list of those packages and versions and their
+# copyright files (tools/ociimage/must-gather.userland, docs/must-gather.md).
+# A separate tarball: `make image` stays FROM scratch. The same commit, Go
+# toolchain and Debian packages give the same digest.
+MUST_GATHER_IMAGE_TAG ?= nodeward-must-gather:$(VERSION)
+MUST_GATHER_IMAGE_OUT ?= bin/nodeward-must-gather-image.oci.tar
+
+must-gather-image:
+	@mkdir -p bin/static "$$(dirname "$(MUST_GATHER_IMAGE_OUT)")"
+	CGO_ENABLED=0 go build -trimpath -tags $(BUILD_TAGS) -ldflags "$(LDFLAGS)" -o bin/static/nodeward ./cmd/nodeward
+	@digest="$$(SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./tools/ociimage -tag "$(MUST_GATHER_IMAGE_TAG)" -out "$(MUST_GATHER_IMAGE_OUT)" \
+		-file bin/static/nodeward:/nodeward:0755 -symlink /usr/bin/gather:/nodeward -entrypoint /usr/bin/gather \
+		-userland tools/ociimage/must-gather.userland)"; \
+		echo "image $(MUST_GATHER_IMAGE_TAG) $$digest in $(MUST_GATHER_IMAGE_OUT)"
 
 # testbin builds the real control plane (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl, kwok), the kubelet, the

@@ -25,8 +25,11 @@ test | bench)
 	# libseccomp-dev: test/node's CRI-O node (conmon runs its containers
 	# with runc, skopeo side-loads its images, jq restricts its
 	# containers' oomScoreAdj (test/node/crio.go), libseccomp-dev links the crio
-	# that test/tools/install.sh builds).
-	pkgs=(containerd runc containernetworking-plugins conmon skopeo jq libseccomp-dev iproute2 dbus-daemon util-linux systemd-container mmdebstrap zstd prometheus prometheus-alertmanager e2fsprogs xfsprogs)
+	# that test/tools/install.sh builds); rsync, procps: `make
+	# must-gather-image` copies rsync and pkill into the image (bash,
+	# coreutils, mawk, sed and tar are Essential), and test/e2e copies
+	# /must-gather out of it with the host's rsync, as oc adm must-gather does.
+	pkgs=(containerd runc containernetworking-plugins conmon skopeo jq libseccomp-dev iproute2 dbus-daemon util-linux systemd-container mmdebstrap zstd prometheus prometheus-alertmanager e2fsprogs xfsprogs rsync procps)
 	# prometheus-node-exporter: the agent's RSS is measured beside it
 	# (test/bench/health, BenchmarkAgentIdle).
 	if [[ ${1:-test} == bench ]]; then

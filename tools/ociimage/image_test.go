@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -26,7 +27,7 @@ func TestReproducibleLayout(t *testing.T) {
 	var outs [][]byte
 	for i, name := range []string{"a.tar", "b.tar"} {
 		out := filepath.Join(dir, name)
-		if err := run([]string{"-tag", "nodeward:v0.0.1", "-out", out, "-file", bin + ":/nodeward:0755", "-entrypoint", "/nodeward",
+		if err := run(context.Background(), []string{"-tag", "nodeward:v0.0.1", "-out", out, "-file", bin + ":/nodeward:0755", "-entrypoint", "/nodeward",
 			"-symlink", "/usr/bin/gather:/nodeward"}); err != nil {
 			t.Fatalf("build %d: %v", i, err)
 		}

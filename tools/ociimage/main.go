@@ -13,9 +13,20 @@
 //
 // `make image` (nodeward) and test/node (the pause image) use it. It prints
 // the manifest digest (the image's pinned digest) on stdout.
+//
+// -userland LIST adds executables of the build host, each with the shared
+// libraries it needs (ELF DT_NEEDED, transitively) and its loader: `make
+// must-gather-image` adds what `oc adm must-gather`'s scripts call
+// (must-gather.userland). As a distribution does, the image then names in
+// /usr/share/doc/nodeward/debian-packages.txt the Debian package, version
+// and source package each of those files comes from (dpkg-query), and
+// carries each package's /usr/share/doc/<package>/copyright: bash,
+// coreutils, rsync, tar and others are GPL. The same installed package
+// versions give the same digest.
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -25,7 +36,7 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(context.Background(), os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "ociimage:", err)
 		os.Exit(1)
 	}
@@ -71,7 +82,7 @@ func (f *symlinkFlags) Set(v string) error {
 	return nil
 }
 
-func run(args []string) error {
+func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("ociimage", flag.ContinueOnError)
 	var files fileFlags
 	fs.Var(&files, "file", "SRC:DST[:MODE] (octal, default 0644): a file of the image; repeatable")
@@ -81,6 +92,7 @@ func run(args []string) error {
 	out := fs.String("out", "", "output OCI image-layout tarball")
 	entrypoint := fs.String("entrypoint", "", "the image's entrypoint, a path inside the image")
 	passwd := fs.Bool("passwd", true, "add a minimal /etc/passwd and /etc/group (root and nobody)")
+	userland := fs.String("userland", "", "a userland list (`elf HOST IMAGE`, `link IMAGE TARGET` rows): host executables with their libraries, loader, Debian packages list and copyrights")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -95,6 +107,13 @@ func run(args []string) error {
 	if *passwd {
 		spec.Files = append(spec.Files, MinimalUsers()...)
 	}
+	if *userland != "" {
+		more, err := userlandFiles(ctx, *userland)
+		if err != nil {
+			return err
+		}
+		spec.Files = append(spec.Files, more...)
+	}
 	img, err := Build(spec)
 	if err != nil {
 		return err
@@ -104,6 +123,29 @@ func run(args []string) error {
 	}
 	fmt.Println(img.Digest)
 	return nil
+}
+
+// userlandFiles are the files of a userland list: its executables, their
+// libraries and loader, the packages they come from with their copyrights,
+// and its links.
+func userlandFiles(ctx context.Context, list string) ([]File, error) {
+	u, err := ReadUserland(list)
+	if err != nil {
+		return nil, err
+	}
+	resolved, err := ResolveELF(u.Executables)
+	if err != nil {
+		return nil, err
+	}
+	files, err := hostFiles(resolved)
+	if err != nil {
+		return nil, err
+	}
+	docs, err := Provenance(ctx, resolved)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(files, docs...), u.Links...), nil
 }
 
 // sourceDateEpoch is $SOURCE_DATE_EPOCH (reproducible-builds.org), else the

@@ -126,8 +126,12 @@ func (p *pool) reportOnFailure(log fmt.Stringer) {
 					update[k] = v
 				}
 			}
+			host := "agent process (its log follows)" // a procPool's nodes have no SimNode
+			if sn := p.nodes[name]; sn != nil {
+				host = sn.Status()
+			}
 			p.t.Logf("%s: unschedulable %v, steps %v, annotations %v, pods %v; %s", name, n.Spec.Unschedulable, p.steps(name), update,
-				p.podsOn(ctx, name), p.nodes[name].Status())
+				p.podsOn(ctx, name), host)
 		}
 		if dyn, err := dynamic.NewForConfig(p.cp.Config()); err == nil {
 			if pool, err := dyn.Resource(v1alpha1.UpdatePoolResource()).Get(ctx, p.prefix, metav1.GetOptions{}); err == nil {

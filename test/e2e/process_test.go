@@ -40,6 +40,13 @@ type procPool struct {
 
 func newProcPool(t *testing.T, prefix string, count, maxUnavailable int) *procPool {
 	t.Helper()
+	return newProcPoolServing(t, prefix, count, maxUnavailable, sim.ProcImages)
+}
+
+// newProcPoolServing is newProcPool with each node's fake registry serving
+// what images returns (a fresh map per node: each double keeps its own).
+func newProcPoolServing(t *testing.T, prefix string, count, maxUnavailable int, images func() map[string]rpmostree.Image) *procPool {
+	t.Helper()
 	testenv.RequireBinary(t, "dbus-daemon")
 	bin, err := procBinaries()
 	if err != nil {
@@ -53,7 +60,7 @@ func newProcPool(t *testing.T, prefix string, count, maxUnavailable int) *procPo
 	ctx, cancel := context.WithCancel(context.Background())
 	factory := p.watch(ctx)
 	for _, name := range names {
-		n, err := sim.NewProcNode(bin, name, cp.KubeconfigPath(), t.TempDir(), sim.ProcBooted(), sim.ProcImages())
+		n, err := sim.NewProcNode(bin, name, cp.KubeconfigPath(), t.TempDir(), sim.ProcBooted(), images())
 		if err != nil {
 			t.Fatal(err)
 		}

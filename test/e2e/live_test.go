@@ -69,12 +69,7 @@ func TestDigestPinnedTargetNeitherDrainsNorReboots(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		finalizes := 0
-		for _, call := range s.Calls {
-			if len(call) > 0 && (call[0] == "finalize-deployment" || call[0] == "rebase") {
-				finalizes++
-			}
-		}
+		finalizes := s.CallCount("finalize-deployment", "rebase")
 		steps := p.steps(name)[before[name]:]
 		if s.Boots != 1 || finalizes != 2 || slices.Contains(steps, v1alpha1.StepCordoning) && slices.Contains(steps, v1alpha1.StepDraining) ||
 			slices.Contains(steps, v1alpha1.StepRebooting) {

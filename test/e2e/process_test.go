@@ -100,12 +100,7 @@ func (p *procPool) assertUpdated(name string) {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	finalizes := 0
-	for _, call := range s.Calls {
-		if len(call) > 0 && call[0] == "finalize-deployment" {
-			finalizes++
-		}
-	}
+	finalizes := s.CallCount("finalize-deployment")
 	_, record := n.Annotations[v1alpha1.AnnotationCordonedBy]
 	if n.Annotations[v1alpha1.AnnotationState] != string(v1alpha1.StepDone) || booted.Checksum != sim.ProcNewChecksum || s.Boots != 1 ||
 		finalizes != 1 || n.Spec.Unschedulable || record {

@@ -116,12 +116,7 @@ func TestUpdateOnTheRpmOstreeDouble(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	finalizes := 0
-	for _, call := range s.Calls {
-		if len(call) > 0 && call[0] == "finalize-deployment" {
-			finalizes++
-		}
-	}
+	finalizes := s.CallCount("finalize-deployment")
 	if booted.Checksum != newSum || s.Boots != 1 || finalizes != 1 || len(s.Deployments) != 2 {
 		t.Fatalf("double after the update: booted %s, %d boots, %d finalize calls, %d deployments; want %s, 1, 1, 2 (calls %v)",
 			booted.Checksum, s.Boots, finalizes, len(s.Deployments), newSum, s.Calls)

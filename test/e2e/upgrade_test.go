@@ -375,12 +375,7 @@ func assertBootedOnce(t *testing.T, p *procPool, name string, r graphRelease) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	finalizes := 0
-	for _, call := range s.Calls {
-		if len(call) > 0 && call[0] == "finalize-deployment" {
-			finalizes++
-		}
-	}
+	finalizes := s.CallCount("finalize-deployment")
 	if n.Annotations[v1alpha1.AnnotationState] != string(v1alpha1.StepDone) || booted.Checksum != r.checksum || booted.Digest != r.digest ||
 		s.Boots != 1 || finalizes != 1 || n.Spec.Unschedulable {
 		t.Errorf("%s: state %s, booted %s (%s) after %d boots and %d finalize calls, unschedulable %v; want Done on %s (%s), 1, 1; steps %v",

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -87,11 +88,11 @@ type State struct {
 	Boots int        `json:"boots"`
 }
 
-// CallCount counts the invocations of verb.
-func (s *State) CallCount(verb string) int {
+// CallCount counts the invocations of verb, or of any of verbs.
+func (s *State) CallCount(verb string, verbs ...string) int {
 	n := 0
 	for _, c := range s.Calls {
-		if len(c) > 0 && c[0] == verb {
+		if len(c) > 0 && (c[0] == verb || slices.Contains(verbs, c[0])) {
 			n++
 		}
 	}

@@ -2,16 +2,10 @@ package mco_test
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nodeward/nodeward/mustgather"
 	"github.com/nodeward/nodeward/test/cluster"
 	"github.com/nodeward/nodeward/test/mco"
 )
@@ -36,46 +30,22 @@ func TestMustGatherMCOMode(t *testing.T) {
 	cluster.WaitFor(t, time.Minute, "a node told to update to "+p.config2, func(context.Context) (bool, error) {
 		return len(p.targeted(t, p.config2)) > 0, nil
 	})
-	bin, err := cluster.NodewardBinary(cluster.ReleaseBuild)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dest := filepath.Join(t.TempDir(), "mg")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, "must-gather", "--kubeconfig", p.cp.KubeconfigPath(), "--dest-dir", dest).CombinedOutput()
-	var exit *exec.ExitError
-	if err != nil && (!errors.As(err, &exit) || exit.ExitCode() != 2) {
-		t.Fatalf("must-gather: %v\n%s", err, out)
-	}
-	var idx mustgather.Index
-	if err := json.Unmarshal(gathered(t, dest, "index.json"), &idx); err != nil {
-		t.Fatal(err)
-	}
-	for _, part := range idx.Parts {
+	g := p.cp.MustGather(t)
+	for _, part := range g.Index.Parts {
 		if strings.HasPrefix(part.Name, "machineconfig") && (part.Skipped != "" || part.Error != "" || len(part.Files) != 1) {
 			t.Errorf("%s: %+v; want collected", part.Name, part)
 		}
 	}
-	mcns, pools := string(gathered(t, dest, "mco/machineconfignodes.json")), string(gathered(t, dest, "mco/machineconfigpools.json"))
+	mcns, pools := string(g.File(t, "mco/machineconfignodes.json")), string(g.File(t, "mco/machineconfigpools.json"))
 	for _, node := range p.nodes {
 		if !strings.Contains(mcns, `"name": "`+node+`"`) {
 			t.Errorf("mco/machineconfignodes.json lacks %s", node)
 		}
-		if n := string(gathered(t, dest, "nodes/"+node+".json")); !strings.Contains(n, mco.AnnotationCurrentConfig) {
+		if n := string(g.File(t, "nodes/"+node+".json")); !strings.Contains(n, mco.AnnotationCurrentConfig) {
 			t.Errorf("nodes/%s.json lacks %s:\n%s", node, mco.AnnotationCurrentConfig, n)
 		}
 	}
 	if !strings.Contains(pools, `"name": "`+p.pool.Name+`"`) || !strings.Contains(pools, p.config2) {
 		t.Errorf("mco/machineconfigpools.json lacks pool %s on %s:\n%.3000s", p.pool.Name, p.config2, pools)
 	}
-}
-
-func gathered(t *testing.T, dir, name string) []byte {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(name)))
-	if err != nil {
-		t.Fatalf("the archive lacks %s: %v", name, err)
-	}
-	return data
 }

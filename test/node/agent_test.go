@@ -81,7 +81,7 @@ func TestAgentOnRealNode(t *testing.T) {
 		t.Logf("five Nodeward conditions %s after apply", time.Since(start).Round(time.Millisecond))
 	})
 	t.Run("metrics-auth", func(t *testing.T) { testMetricsAuth(ctx, t, cp, pod) })
-	t.Run("must-gather-logs", func(t *testing.T) { testMustGatherLogs(ctx, t, cp, pod) })
+	t.Run("must-gather-logs", func(t *testing.T) { testMustGatherLogs(t, cp, pod) })
 	t.Run("bound-token", func(t *testing.T) { testBoundToken(ctx, t, cp, n, pod) })
 	t.Run("drain", func(t *testing.T) { testDrain(ctx, t, cp, n, "drain-test") })
 	t.Run("runtime-restart", func(t *testing.T) { testRuntimeRestart(ctx, t, client, n) })

@@ -1,11 +1,6 @@
 package node_test
 
 import (
-	"context"
-	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,29 +13,16 @@ import (
 // through the API from the real kubelet (kwok's nodes serve none):
 // logs/<pod>/agent.log is in the archive, not empty, and the logs part
 // has no error.
-func testMustGatherLogs(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, pod *corev1.Pod) {
-	nodeward, err := cluster.NodewardBinary(cluster.ReleaseBuild)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dest := filepath.Join(t.TempDir(), "mg")
-	out, err := exec.CommandContext(ctx, nodeward, "must-gather", "--kubeconfig", cp.KubeconfigPath(), "--dest-dir", dest).CombinedOutput()
-	var exit *exec.ExitError
-	if err != nil && (!errors.As(err, &exit) || exit.ExitCode() != 2) {
-		t.Fatalf("must-gather: %v\n%s", err, out)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
+func testMustGatherLogs(t *testing.T, cp *cluster.ControlPlane, pod *corev1.Pod) {
+	g := cp.MustGather(t)
+	for _, line := range strings.Split(g.Progress, "\n") {
 		if strings.HasPrefix(line, "must-gather: logs ") && strings.Contains(line, "FAILED") {
 			t.Errorf("the logs part failed on a real kubelet: %s", line)
 		}
 	}
-	data, err := os.ReadFile(filepath.Join(dest, "logs", pod.Name, "agent.log"))
-	if err != nil {
-		t.Fatalf("the agent's log is not in the archive: %v\n%s", err, out)
-	}
-	log := string(data)
+	log := string(g.File(t, "logs/"+pod.Name+"/agent.log"))
 	if len(strings.TrimSpace(log)) == 0 {
-		t.Errorf("logs/%s/agent.log is empty\n%s", pod.Name, out)
+		t.Errorf("logs/%s/agent.log is empty\n%s", pod.Name, g.Progress)
 	}
-	t.Logf("must-gather read %d bytes of %s's log; stderr:\n%s", len(log), pod.Name, out)
+	t.Logf("must-gather read %d bytes of %s's log; stderr:\n%s", len(log), pod.Name, g.Progress)
 }

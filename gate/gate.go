@@ -76,14 +76,15 @@ type Evaluator struct {
 
 // NewEvaluator evaluates with client; nil is a client of its own (the
 // environment's proxy settings, a 5s dial timeout). No client timeout is
-// needed: each evaluation is bounded by its gates' timeout.
+// needed: each evaluation is bounded by its gates' timeout. Queries are
+// asked by GET (getOnly).
 func NewEvaluator(client *http.Client) *Evaluator {
 	if client == nil {
 		transport := http.DefaultTransport.(*http.Transport).Clone()
 		transport.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 		client = &http.Client{Transport: transport}
 	}
-	return &Evaluator{client: client}
+	return &Evaluator{client: withGetOnly(client)}
 }
 
 // Evaluate checks the gates' alerts and then their queries, in order; the
